@@ -1,0 +1,54 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""``ik_bench``: seeded benchmarks of ik_node; prints tables or, with --json, JSON."""
+
+import argparse
+import sys
+
+from ik_node.bench import rotations
+
+
+def build_parser():
+    """Build the argument parser with one subcommand per benchmark."""
+    parser = argparse.ArgumentParser(
+        prog='ik_bench', description='Seeded benchmarks of ik_node (medians and p95).')
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument('--json', action='store_true', help='print one JSON object')
+    parent.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
+    sub = parser.add_subparsers(dest='benchmark', required=True, metavar='BENCHMARK',
+                                parser_class=_with_parent(parent))
+    rotations.add_parser(sub)
+    return parser
+
+
+def _with_parent(parent):
+    """Return an ArgumentParser class whose instances inherit the common options."""
+    class SubParser(argparse.ArgumentParser):
+
+        def __init__(self, **kwargs):
+            kwargs.setdefault('parents', [parent])
+            super().__init__(**kwargs)
+    return SubParser
+
+
+def main(argv=None):
+    """Entry point of the ``ik_bench`` console script."""
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,104 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""Timing and reporting helpers shared by the ik_bench subcommands."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def machine_info():
+    """Describe the machine, interpreter and commit a benchmark ran on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo', encoding='utf-8') as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        'cpu': cpu,
+        'cores': os.cpu_count(),
+        'python': platform.python_version(),
+        'numpy': np.__version__,
+        'commit': git_commit(),
+    }
+
+
+def git_commit():
+    """Return the short commit of the source tree, or 'unknown' outside git."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=here,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return 'unknown'
+    return out.stdout.strip() if out.returncode == 0 else 'unknown'
+
+
+def time_per_call(fn, calls_per_block, blocks):
+    """Time ``fn()`` in ``blocks`` blocks of ``calls_per_block`` calls each.
+
+    Returns:
+        (blocks,) array of seconds per call, one entry per block.
+
+    """
+    fn()  # warm up caches and lazy imports
+    samples = np.empty(blocks)
+    for b in range(blocks):
+        start = time.perf_counter_ns()
+        for _ in range(calls_per_block):
+            fn()
+        samples[b] = (time.perf_counter_ns() - start) * 1e-9 / calls_per_block
+    return samples
+
+
+def summarize(seconds):
+    """Return median and 95th percentile of an array of durations, in seconds."""
+    return {'median_s': float(np.median(seconds)), 'p95_s': float(np.percentile(seconds, 95))}
+
+
+def format_duration(seconds):
+    """Format a duration with a unit that keeps three significant digits."""
+    if seconds < 1e-6:
+        return f'{seconds * 1e9:.3g} ns'
+    if seconds < 1e-3:
+        return f'{seconds * 1e6:.3g} µs'
+    if seconds < 1.0:
+        return f'{seconds * 1e3:.3g} ms'
+    return f'{seconds:.3g} s'
+
+
+def print_table(headers, rows, out=sys.stdout):
+    """Print a Markdown table (pasteable into the README)."""
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = '| ' + ' | '.join(str(h).ljust(w) for h, w in zip(headers, widths)) + ' |'
+    print(line, file=out)
+    print('|' + '|'.join('-' * (w + 2) for w in widths) + '|', file=out)
+    for row in rows:
+        print('| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |', file=out)
+
+
+def print_json(obj, out=sys.stdout):
+    """Print one JSON object on one line."""
+    print(json.dumps(obj, sort_keys=True), file=out)

@@ -1,0 +1,46 @@
+"""Install ik_node as an ament_python package (colcon) or a plain pip package."""
+
+from glob import glob
+import os
+
+from setuptools import find_packages
+from setuptools import setup
+
+PACKAGE = 'ik_node'
+SHARED_DIRS = ('launch', 'config', 'urdf', 'rviz')
+
+
+def shared_files():
+    """Return data_files entries: the ament marker, package.xml, share dirs."""
+    entries = [
+        ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
+        (f'share/{PACKAGE}', ['package.xml']),
+    ]
+    for folder in SHARED_DIRS:
+        files = sorted(f for f in glob(f'{folder}/**/*', recursive=True) if os.path.isfile(f))
+        by_dir = {}
+        for path in files:
+            by_dir.setdefault(os.path.dirname(path), []).append(path)
+        entries += [(f'share/{PACKAGE}/{d}', paths) for d, paths in sorted(by_dir.items())]
+    return entries
+
+
+setup(
+    name=PACKAGE,
+    version='0.1.0',
+    packages=find_packages(exclude=['test', 'test.*']),
+    data_files=shared_files(),
+    install_requires=['setuptools', 'numpy', 'urdf_parser_py'],
+    zip_safe=True,
+    maintainer='ik_node maintainers',
+    maintainer_email='maintainers@ik-node.invalid',
+    description='Inverse kinematics node: analytic SRS and log-quaternion Jacobian '
+                'solvers, exp-map cubic trajectory smoothing.',
+    license='Apache-2.0',
+    python_requires='>=3.10',
+    entry_points={
+        'console_scripts': [
+            'ik_bench = ik_node.bench.cli:main',
+        ],
+    },
+)

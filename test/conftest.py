@@ -1,0 +1,32 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Shared pytest configuration: markers and the hypothesis profile."""
+
+import os
+import sys
+
+from hypothesis import settings
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+# Seeded and reproducible: the same examples on every run and in CI.
+settings.register_profile('ik_node', derandomize=True, deadline=None, print_blob=True)
+settings.load_profile('ik_node')
+
+
+def pytest_configure(config):
+    """Register the ament linter markers used by the lint tests."""
+    for marker in ('linter', 'flake8', 'pep257', 'xmllint'):
+        config.addinivalue_line('markers', f'{marker}: ament {marker} check')
