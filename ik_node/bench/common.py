@@ -89,8 +89,9 @@ def format_duration(seconds):
     return f'{seconds:.3g} s'
 
 
-def print_table(headers, rows, out=sys.stdout):
-    """Print a Markdown table (pasteable into the README)."""
+def print_table(headers, rows, out=None):
+    """Print a Markdown table (pasteable into the README) to ``out`` (stdout)."""
+    out = sys.stdout if out is None else out
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = '| ' + ' | '.join(str(h).ljust(w) for h, w in zip(headers, widths)) + ' |'
     print(line, file=out)
@@ -99,6 +100,7 @@ def print_table(headers, rows, out=sys.stdout):
         print('| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |', file=out)
 
 
-def print_json(obj, out=sys.stdout):
-    """Print one JSON object on one line."""
+def print_json(obj, out=None):
+    """Print one JSON object on one line to ``out`` (stdout)."""
+    out = sys.stdout if out is None else out
     print(json.dumps(obj, sort_keys=True), file=out)

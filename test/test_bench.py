@@ -1,0 +1,44 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""ik_bench runs and reports well-formed results (no timing is asserted here)."""
+
+import json
+
+from ik_node.bench.cli import main
+
+
+def test_rotations_json_is_one_object_with_every_operation(capsys):
+    assert main(['rotations', '--json', '--batch', '64', '--calls', '2', '--blocks', '3',
+                 '--repeats', '2']) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    report = json.loads(out[0])
+    assert report['benchmark'] == 'rotations'
+    assert set(report['results']) == {'exp', 'log', 'dexp (dq/du)', 'quaternion_to_matrix',
+                                      'matrix_to_quaternion'}
+    for figures in report['results'].values():
+        assert 0 < figures['single_median_s'] <= figures['single_p95_s']
+        assert 0 < figures['batch_median_s'] <= figures['batch_p95_s']
+    assert {'cpu', 'cores', 'python', 'numpy', 'commit'} <= set(report['machine'])
+
+
+def test_rotations_table_is_markdown(capsys):
+    assert main(['rotations', '--batch', '16', '--calls', '1', '--blocks', '2',
+                 '--repeats', '1']) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith('ik_bench rotations')
+    assert lines[1].startswith('| operation') and lines[2].startswith('|---')
+    assert len(lines) == 3 + 5
