@@ -19,6 +19,7 @@ mathematics lives in :mod:`ik_node.core` (pure numpy, no ROS imports); the
 ROS 2 node lives in :mod:`ik_node.ros`.
 """
 
+from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
 
-__all__ = ['IKError', 'InvalidInputError', 'ModelError', 'ZeroNormError']
+__all__ = ['Chain', 'IKError', 'InvalidInputError', 'Joint', 'ModelError', 'ZeroNormError']

@@ -1,0 +1,192 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""URDF text -> :class:`~ik_node.core.chain.Chain`; the only importer of urdf_parser_py.
+
+Safety: the text is checked before any parser expands it. A DOCTYPE (the only
+way to declare entities, internal or external) is refused outright -- URDF
+never needs one -- so nothing is fetched, no local file is read and no entity
+expansion can blow up. Texts above ``MAX_URDF_BYTES`` are refused.
+"""
+
+import io
+import math
+import os
+import re
+from typing import Dict, List
+
+from ik_node.core.chain import Chain, Joint
+from ik_node.core.errors import ModelError
+from ik_node.core.rotations import ypr_to_matrix
+import numpy as np
+
+# Real robot descriptions are tens to hundreds of kB (meshes live in other
+# files); 4 MB leaves a wide margin while bounding parse time and memory.
+MAX_URDF_BYTES = 4_000_000
+
+_DOCTYPE = re.compile(r'<!DOCTYPE|<!ENTITY', re.IGNORECASE)
+
+
+class UrdfError(ModelError):
+    """The URDF text is not a usable robot description."""
+
+
+def _check_text(xml) -> str:
+    if isinstance(xml, bytes):
+        xml = xml.decode('utf-8', errors='strict')
+    if not isinstance(xml, str):
+        raise UrdfError(f'URDF: expected text, received {type(xml).__name__}')
+    if len(xml.encode('utf-8')) > MAX_URDF_BYTES:
+        raise UrdfError(f'URDF: {len(xml.encode("utf-8")):,} bytes is above the '
+                        f'{MAX_URDF_BYTES:,}-byte limit')
+    if not xml.strip():
+        raise UrdfError('URDF: the text is empty')
+    if _DOCTYPE.search(xml):
+        raise UrdfError('URDF: a DOCTYPE / ENTITY declaration was found; it is refused '
+                        '(URDF needs none, and entities could read files or expand without '
+                        'bound)')
+    return xml
+
+
+def _parse(xml: str):
+    # Imported here so that merely importing ik_node stays cheap.
+    from urdf_parser_py import urdf as urdf_module
+    from urdf_parser_py.xml_reflection import core as reflection
+    warnings: List[str] = []
+    previous = reflection.on_error
+    reflection.on_error = warnings.append  # unknown tags: collected, not printed
+    try:
+        return urdf_module.URDF.from_xml_string(xml)
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: B902 - any parser failure means a bad file
+        raise UrdfError(f'URDF: cannot parse: {type(exc).__name__}: {exc}') from None
+    finally:
+        reflection.on_error = previous
+
+
+def _origin(joint) -> np.ndarray:
+    xyz = [0.0, 0.0, 0.0]
+    rpy = [0.0, 0.0, 0.0]
+    if joint.origin is not None:
+        xyz = list(joint.origin.xyz or xyz)
+        rpy = list(joint.origin.rpy or rpy)
+    values = xyz + rpy
+    if len(xyz) != 3 or len(rpy) != 3 or not all(math.isfinite(v) for v in values):
+        raise UrdfError(f'joint {joint.name!r}: origin xyz/rpy must be 3 finite numbers each, '
+                        f'received xyz={xyz} rpy={rpy}')
+    t = np.eye(4)
+    t[:3, :3] = ypr_to_matrix(rpy[2], rpy[1], rpy[0])
+    t[:3, 3] = xyz
+    return t
+
+
+def _joint(joint) -> Joint:
+    jtype = joint.type
+    axis = list(joint.axis) if joint.axis is not None else [1.0, 0.0, 0.0]
+    if len(axis) != 3 or not all(math.isfinite(a) for a in axis):
+        raise UrdfError(f'joint {joint.name!r}: axis must be 3 finite numbers, received {axis}')
+    lower, upper, velocity = -math.inf, math.inf, math.inf
+    if jtype in ('revolute', 'prismatic'):
+        if joint.limit is None:
+            raise UrdfError(f'joint {joint.name!r}: a {jtype} joint needs a <limit>')
+        lower = joint.limit.lower if joint.limit.lower is not None else 0.0
+        upper = joint.limit.upper if joint.limit.upper is not None else 0.0
+    if joint.limit is not None and joint.limit.velocity is not None:
+        velocity = joint.limit.velocity
+    for label, value in (('lower', lower), ('upper', upper), ('velocity', velocity)):
+        if isinstance(value, float) and math.isnan(value):
+            raise UrdfError(f'joint {joint.name!r}: {label} limit is NaN')
+    mimic = None
+    if joint.mimic is not None:
+        mult = joint.mimic.multiplier if joint.mimic.multiplier is not None else 1.0
+        off = joint.mimic.offset if joint.mimic.offset is not None else 0.0
+        if not (math.isfinite(mult) and math.isfinite(off)):
+            raise UrdfError(f'joint {joint.name!r}: mimic multiplier/offset must be finite')
+        mimic = (joint.mimic.joint, float(mult), float(off))
+    return Joint(name=joint.name, type=jtype, origin=_origin(joint), axis=np.array(axis, float),
+                 lower=float(lower), upper=float(upper), velocity=float(velocity), mimic=mimic)
+
+
+def _parent_joints(robot) -> Dict[str, object]:
+    """Map child link -> the joint whose child it is; reject a non-tree graph."""
+    links = {link.name for link in robot.links}
+    parent: Dict[str, object] = {}
+    for joint in robot.joints:
+        for end in (joint.parent, joint.child):
+            if end not in links:
+                raise UrdfError(f'joint {joint.name!r} refers to link {end!r}, which does not '
+                                'exist')
+        if joint.child in parent:
+            raise UrdfError(f'link {joint.child!r} has two parent joints '
+                            f'({parent[joint.child].name!r} and {joint.name!r})')
+        parent[joint.child] = joint
+    roots = sorted(links - set(parent))
+    if len(roots) != 1:
+        if not roots:
+            raise UrdfError('URDF: every link has a parent joint, so the joints form a cycle')
+        raise UrdfError(f'URDF has {len(roots)} root links ({", ".join(roots)}); a robot '
+                        'description must be a single tree')
+    for start in links:  # a cycle not reachable from the root
+        seen = set()
+        link = start
+        while link in parent:
+            if link in seen:
+                raise UrdfError(f'URDF: the joints form a cycle through link {link!r}')
+            seen.add(link)
+            link = parent[link].parent
+    return parent
+
+
+def chain_from_robot_text(xml, base_link: str, tip_link: str) -> Chain:
+    """Build the chain ``base_link`` -> ``tip_link`` from URDF text (see module doc)."""
+    robot = _parse(_check_text(xml))
+    links = sorted(link.name for link in robot.links)
+    for role, name in (('base_link', base_link), ('tip_link', tip_link)):
+        if name not in links:
+            shown = ', '.join(links[:20]) + (' ...' if len(links) > 20 else '')
+            raise UrdfError(f'{role} {name!r} is not a link of robot {robot.name!r}; links: '
+                            f'{shown}')
+    parent = _parent_joints(robot)
+    path = []
+    link = tip_link
+    while link != base_link:
+        if link not in parent:
+            raise UrdfError(f'tip_link {tip_link!r} is not below base_link {base_link!r} in '
+                            'the kinematic tree')
+        joint = parent[link]
+        path.append(joint)
+        link = joint.parent
+    return Chain([_joint(j) for j in reversed(path)], base_link, tip_link)
+
+
+def chain_from_urdf_string(xml, base_link: str, tip_link: str) -> Chain:
+    """Build a chain from URDF text; raises UrdfError / ModelError with the reason."""
+    return chain_from_robot_text(xml, base_link, tip_link)
+
+
+def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
+    """Read a URDF file (bounded read) and build the chain; see chain_from_urdf_string."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_URDF_BYTES:
+            raise UrdfError(f'URDF file {path}: {size:,} bytes is above the '
+                            f'{MAX_URDF_BYTES:,}-byte limit')
+        with io.open(path, 'r', encoding='utf-8') as handle:
+            text = handle.read(MAX_URDF_BYTES + 1)
+    except OSError as exc:
+        raise UrdfError(f'URDF file {path}: cannot read it ({exc.strerror})') from None
+    except UnicodeDecodeError as exc:
+        raise UrdfError(f'URDF file {path}: not UTF-8 text ({exc.reason})') from None
+    return chain_from_robot_text(text, base_link, tip_link)

@@ -1,0 +1,211 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Chain FK and Jacobian against independent references and finite differences."""
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from ik_node import Chain
+from ik_node.core import rotations as rot
+from ik_node.core.errors import InvalidInputError
+import numpy as np
+import pytest
+import transforms3d
+from urdf_parser_py import urdf as urdf_module
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {
+    'iiwa14': (ROOT / 'urdf' / 'iiwa14.urdf', 'iiwa_link_0', 'tool0'),
+    'ur5e': (ROOT / 'urdf' / 'ur5e.urdf', 'base_link', 'tool0'),
+}
+
+# A small robot exercising every joint kind: prismatic, continuous, a mimic
+# follower (with multiplier and offset), fixed joints with rpy, an odd axis.
+MIXED_URDF = """<?xml version="1.0"?>
+<robot name="mixed">
+  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="d"/>
+  <link name="e"/><link name="tip"/><link name="side"/>
+  <joint name="slide" type="prismatic"><parent link="base"/><child link="a"/>
+    <origin xyz="0.1 0 0.2" rpy="0.3 0 0"/><axis xyz="0 0 2"/>
+    <limit lower="-0.2" upper="0.4" velocity="0.5" effort="1"/></joint>
+  <joint name="spin" type="continuous"><parent link="a"/><child link="b"/>
+    <origin xyz="0 0.3 0" rpy="0 0.5 0.1"/><axis xyz="1 1 0"/></joint>
+  <joint name="bend" type="revolute"><parent link="b"/><child link="c"/>
+    <origin xyz="0.25 0 0" rpy="0 0 0"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/></joint>
+  <joint name="follow" type="revolute"><parent link="c"/><child link="d"/>
+    <origin xyz="0.2 0 0.05" rpy="0.2 -0.1 0.4"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" velocity="1" effort="1"/>
+    <mimic joint="bend" multiplier="-0.5" offset="0.1"/></joint>
+  <joint name="weld" type="fixed"><parent link="d"/><child link="e"/>
+    <origin xyz="0 0 0.1" rpy="1.0 0 0"/></joint>
+  <joint name="twist" type="revolute"><parent link="e"/><child link="tip"/>
+    <origin xyz="0.05 0.05 0.05" rpy="0 0 0"/><axis xyz="0.2 -0.3 0.9"/>
+    <limit lower="-3" upper="3" velocity="2" effort="1"/></joint>
+  <joint name="other" type="revolute"><parent link="base"/><child link="side"/>
+    <axis xyz="0 0 1"/><limit lower="-1" upper="1" velocity="1" effort="1"/></joint>
+</robot>
+"""
+
+
+def reference_forward(xml, base, tip, values):
+    """Independent FK: walk urdf_parser_py's objects with transforms3d.
+
+    ``values`` maps every movable joint name to its value (mimic included).
+    """
+    robot = urdf_module.URDF.from_xml_string(xml)
+    by_child = {j.child: j for j in robot.joints}
+    path, link = [], tip
+    while link != base:
+        path.append(by_child[link])
+        link = by_child[link].parent
+    t = np.eye(4)
+    for joint in reversed(path):
+        xyz = joint.origin.xyz if joint.origin is not None else [0, 0, 0]
+        rpy = joint.origin.rpy if joint.origin is not None else [0, 0, 0]
+        origin = transforms3d.affines.compose(
+            xyz, transforms3d.euler.euler2mat(*rpy, axes='sxyz'), [1, 1, 1])
+        motion = np.eye(4)
+        if joint.type in ('revolute', 'continuous'):
+            motion[:3, :3] = transforms3d.axangles.axangle2mat(joint.axis, values[joint.name])
+        elif joint.type == 'prismatic':
+            axis = np.array(joint.axis) / np.linalg.norm(joint.axis)
+            motion[:3, 3] = axis * values[joint.name]
+        t = t @ origin @ motion
+    return t
+
+
+def random_q(chain, rng):
+    """Draw joints uniformly within limits (continuous: within +-pi)."""
+    lo = np.where(np.isfinite(chain.lower), chain.lower, -np.pi)
+    hi = np.where(np.isfinite(chain.upper), chain.upper, np.pi)
+    return rng.uniform(lo, hi)
+
+
+def numeric_jacobian(chain, q, h=1e-6):
+    """Central differences of FK: linear from positions, angular from R+ R-^T."""
+    cols = []
+    for j in range(q.size):
+        e = np.zeros_like(q)
+        e[j] = h
+        tp, tm = chain.forward(q + e), chain.forward(q - e)
+        lin = (tp[:3, 3] - tm[:3, 3]) / (2 * h)
+        dq = rot.matrix_to_quaternion(tp[:3, :3] @ tm[:3, :3].T)
+        ang = 2.0 * rot.log(dq) / (2 * h)
+        cols.append(np.concatenate((lin, ang)))
+    return np.stack(cols, axis=1)
+
+
+@pytest.fixture(scope='module', params=sorted(ARMS))
+def arm(request):
+    path, base, tip = ARMS[request.param]
+    return Chain.from_urdf_file(str(path), base, tip), path.read_text(), base, tip
+
+
+def test_bundled_arms_have_the_published_shape():
+    iiwa = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), 'iiwa_link_0', 'tool0')
+    assert iiwa.n == 7
+    np.testing.assert_allclose(iiwa.forward(np.zeros(7))[:3, 3], [0, 0, 1.306], atol=1e-12)
+    np.testing.assert_allclose(np.degrees(iiwa.upper), [170, 120, 170, 120, 170, 120, 175])
+    ur = Chain.from_urdf_file(str(ARMS['ur5e'][0]), 'base_link', 'tool0')
+    assert ur.n == 6
+    # UR5e zero pose: (a2 + a3, -(d4 + d6), d1 - d5), tool z along -y.
+    np.testing.assert_allclose(ur.forward(np.zeros(6))[:3, 3], [-0.8172, -0.2329, 0.0628],
+                               atol=1e-12)
+
+
+def ur5e_dh_forward(q):
+    """UR5e FK from UR's published DH table (standard DH), independent of the URDF."""
+    d = [0.1625, 0, 0, 0.1333, 0.0997, 0.0996]
+    a = [0, -0.425, -0.3922, 0, 0, 0]
+    alpha = [np.pi / 2, 0, 0, np.pi / 2, -np.pi / 2, 0]
+    t = np.eye(4)
+    for i in range(6):
+        ct, st_, ca, sa = np.cos(q[i]), np.sin(q[i]), np.cos(alpha[i]), np.sin(alpha[i])
+        t = t @ np.array([[ct, -st_ * ca, st_ * sa, a[i] * ct],
+                          [st_, ct * ca, -ct * sa, a[i] * st_],
+                          [0, sa, ca, d[i]], [0, 0, 0, 1]])
+    return t
+
+
+def test_ur5e_urdf_matches_the_dh_table():
+    chain = Chain.from_urdf_file(str(ARMS['ur5e'][0]), 'base_link', 'tool0')
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        q = random_q(chain, rng)
+        np.testing.assert_allclose(chain.forward(q), ur5e_dh_forward(q), atol=1e-12)
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_forward_matches_independent_fk(arm, seed):
+    chain, xml, base, tip = arm
+    q = random_q(chain, np.random.default_rng(seed))
+    values = dict(zip(chain.joint_names, q))
+    np.testing.assert_allclose(chain.forward(q), reference_forward(xml, base, tip, values),
+                               atol=1e-12)
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_jacobian_matches_finite_differences(arm, seed):
+    chain = arm[0]
+    q = random_q(chain, np.random.default_rng(seed))
+    jac = chain.jacobian(q)
+    assert jac.shape == (6, chain.n)
+    np.testing.assert_allclose(jac, numeric_jacobian(chain, q), atol=1e-8)
+    tip, jac2 = chain.forward_and_jacobian(q)
+    np.testing.assert_array_equal(jac2, jac)
+    np.testing.assert_array_equal(tip, chain.forward(q))
+
+
+def test_mixed_joint_kinds_forward_and_jacobian():
+    chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+    assert chain.joint_names == ['slide', 'spin', 'bend', 'twist']
+    assert list(chain.continuous) == [False, True, False, False]
+    assert np.isinf(chain.lower[1]) and np.isinf(chain.upper[1])
+    # follow = -0.5 bend + 0.1 must stay in [-1, 1]: bend in [-1.8, 2.2],
+    # intersected with bend's own [-2, 2].
+    assert chain.lower[2] == pytest.approx(-1.8) and chain.upper[2] == pytest.approx(2.0)
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        q = random_q(chain, rng)
+        values = dict(zip(chain.joint_names, q))
+        values['follow'] = -0.5 * values['bend'] + 0.1
+        np.testing.assert_allclose(chain.forward(q),
+                                   reference_forward(MIXED_URDF, 'base', 'tip', values),
+                                   atol=1e-12)
+        np.testing.assert_allclose(chain.jacobian(q), numeric_jacobian(chain, q), atol=1e-8)
+
+
+def test_tip_may_be_any_link_below_the_base():
+    chain = Chain.from_urdf_string(MIXED_URDF, 'a', 'c')
+    assert chain.joint_names == ['spin', 'bend']
+    q = np.array([0.3, -0.4])
+    values = {'spin': 0.3, 'bend': -0.4}
+    np.testing.assert_allclose(chain.forward(q), reference_forward(MIXED_URDF, 'a', 'c', values),
+                               atol=1e-12)
+
+
+def test_joint_vector_is_validated():
+    chain = Chain.from_urdf_file(str(ARMS['ur5e'][0]), 'base_link', 'tool0')
+    with pytest.raises(InvalidInputError, match=r'expected shape \(6,\)'):
+        chain.forward(np.zeros(7))
+    with pytest.raises(InvalidInputError, match='finite'):
+        chain.jacobian([0, 0, np.nan, 0, 0, 0])
+    assert chain.within_limits(chain.mid_limits())
+    assert not chain.within_limits(chain.upper + 1e-3)

@@ -1,0 +1,93 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Malformed robot models: each gives a ModelError naming the problem."""
+
+from pathlib import Path
+
+from ik_node import Chain, IKError, ModelError
+import ik_node.urdf
+import pytest
+
+CORPUS = Path(__file__).resolve().parent / 'urdf_corpus'
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = [
+    ('not_xml.urdf', 'base', 'tip', 'cannot parse'),
+    ('cycle.urdf', 'base', 'b', 'two parent joints'),
+    ('cycle_detached.urdf', 'base', 'b', 'the joints form a cycle through link'),
+    ('two_roots.urdf', 'base', 'a', r'2 root links \(base, island\)'),
+    ('tip_not_below_base.urdf', 'left', 'right', "tip_link 'right' is not below base_link 'left'"),
+    ('zero_axis.urdf', 'base', 'tip', r"joint 'j0': axis \[0.0, 0.0, 0.0\] has zero length"),
+    ('nan_axis.urdf', 'base', 'tip', "joint 'j0': axis must be 3 finite numbers"),
+    ('nan_origin.urdf', 'base', 'tip', "joint 'j0': origin xyz/rpy must be 3 finite numbers"),
+    ('lower_above_upper.urdf', 'base', 'tip', 'lower limit 1.5 is above upper limit -1.5'),
+    ('mimic_nowhere.urdf', 'base', 'tip', "mimics 'ghost', which is not a free movable joint"),
+    ('no_movable_joints.urdf', 'base', 'tip', 'has no movable joints'),
+    ('xxe_local_file.urdf', 'base', 'tip', 'DOCTYPE / ENTITY declaration was found'),
+    ('entity_bomb.urdf', 'base', 'tip', 'DOCTYPE / ENTITY declaration was found'),
+    ('unsupported_joint_type.urdf', 'base', 'tip', "type 'floating' is not supported"),
+    ('joint_to_missing_link.urdf', 'base', 'tip', "refers to link 'elsewhere'"),
+]
+
+
+@pytest.mark.parametrize('name, base, tip, pattern', CASES, ids=[c[0] for c in CASES])
+def test_malformed_urdf_is_refused_with_the_reason(name, base, tip, pattern):
+    with pytest.raises(ModelError, match=pattern):
+        Chain.from_urdf_file(str(CORPUS / name), base, tip)
+    with pytest.raises(ModelError, match=pattern):
+        Chain.from_urdf_string((CORPUS / name).read_text(), base, tip)
+
+
+def test_every_corpus_file_has_a_case():
+    assert sorted(p.name for p in CORPUS.glob('*.urdf')) == sorted(c[0] for c in CASES)
+
+
+def test_external_entity_file_is_never_read(tmp_path):
+    secret = tmp_path / 'secret.txt'
+    secret.write_text('TOP-SECRET-7f3a')
+    xml = (f'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY s SYSTEM "file://{secret}">]>'
+           '<robot name="&s;"><link name="base"/></robot>')
+    with pytest.raises(ModelError) as info:
+        Chain.from_urdf_string(xml, 'base', 'base')
+    assert 'TOP-SECRET' not in str(info.value)
+
+
+def test_oversized_urdf_is_refused_before_parsing(tmp_path):
+    big = tmp_path / 'big.urdf'
+    padding = '<!-- ' + 'x' * 10_000_000 + ' -->'
+    big.write_text(f'<?xml version="1.0"?><robot name="big">{padding}<link name="b"/></robot>')
+    with pytest.raises(ModelError, match='above the 4,000,000-byte limit'):
+        Chain.from_urdf_file(str(big), 'b', 'b')
+    with pytest.raises(ModelError, match='above the 4,000,000-byte limit'):
+        Chain.from_urdf_string(big.read_text(), 'b', 'b')
+
+
+def test_missing_links_list_the_valid_choices():
+    path = str(ROOT / 'urdf' / 'ur5e.urdf')
+    with pytest.raises(ModelError, match="base_link 'nowhere' is not a link of robot 'ur5e'; "
+                                         'links: base_link, forearm_link'):
+        Chain.from_urdf_file(path, 'nowhere', 'tool0')
+    with pytest.raises(ModelError, match="tip_link 'flange' is not a link"):
+        Chain.from_urdf_file(path, 'base_link', 'flange')
+
+
+def test_unreadable_inputs():
+    with pytest.raises(ModelError, match='cannot read it'):
+        Chain.from_urdf_file('/nonexistent/robot.urdf', 'a', 'b')
+    with pytest.raises(ModelError, match='the text is empty'):
+        Chain.from_urdf_string('   ', 'a', 'b')
+    with pytest.raises(ModelError, match='expected text, received int'):
+        Chain.from_urdf_string(42, 'a', 'b')
+    assert issubclass(ik_node.urdf.UrdfError, IKError)
