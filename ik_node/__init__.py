@@ -21,5 +21,8 @@ ROS 2 node lives in :mod:`ik_node.ros`.
 
 from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
+from ik_node.core.jacobian_ik import JacobianIK
+from ik_node.core.result import IKResult
 
-__all__ = ['Chain', 'IKError', 'InvalidInputError', 'Joint', 'ModelError', 'ZeroNormError']
+__all__ = ['Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK', 'Joint',
+           'ModelError', 'ZeroNormError']

@@ -24,7 +24,7 @@ import io
 import math
 import os
 import re
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import ModelError
@@ -119,10 +119,10 @@ def _joint(joint) -> Joint:
                  lower=float(lower), upper=float(upper), velocity=float(velocity), mimic=mimic)
 
 
-def _parent_joints(robot) -> Dict[str, object]:
+def _parent_joints(robot) -> Dict[str, Any]:
     """Map child link -> the joint whose child it is; reject a non-tree graph."""
     links = {link.name for link in robot.links}
-    parent: Dict[str, object] = {}
+    parent: Dict[str, Any] = {}
     for joint in robot.joints:
         for end in (joint.parent, joint.child):
             if end not in links:

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.flake8
 @pytest.mark.linter
 def test_flake8():
-    rc, errors = main_with_errors(argv=[str(ROOT / d) for d in (
-        'ik_node', 'test', 'launch', 'setup.py') if (ROOT / d).exists()])
+    paths = [str(ROOT / d) for d in ('ik_node', 'test', 'launch', 'setup.py')
+             if (ROOT / d).exists()]
+    rc, errors = main_with_errors(argv=['--config', str(ROOT / 'ament_flake8.ini')] + paths)
     assert rc == 0, 'Found %d code style errors / warnings:\n' % len(errors) + \
         '\n'.join(errors)

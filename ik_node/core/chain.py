@@ -62,7 +62,7 @@ class Joint:
     """
 
     name: str
-    type: str
+    type: str  # noqa: A003 - the URDF attribute's name
     origin: FloatArray
     axis: FloatArray
     lower: float = -math.inf
@@ -99,6 +99,11 @@ def _check_joint(joint: Joint) -> Tuple[FloatArray, FloatArray]:
         raise ModelError(f'joint {joint.name!r}: velocity limit must be positive, '
                          f'received {joint.velocity}')
     return origin, axis / norm
+
+
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
+_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
 
 
 def _skew(v: FloatArray) -> FloatArray:
@@ -169,19 +174,28 @@ class Chain:
             driver.append(index[leader])
             mult.append(k)
             offset.append(c)
-        self._pre = np.array(pre)
+        pre_arr = np.array(pre)
+        self._pre_rot = np.ascontiguousarray(pre_arr[:, :3, :3])
+        self._pre_trans = np.ascontiguousarray(pre_arr[:, :3, 3])
         self._tip = pending
         self._axis = np.array(axes)
-        self._prismatic = np.array(prismatic, dtype=bool)
-        self._revolute = ~self._prismatic
+        prismatic_arr = np.array(prismatic, dtype=bool)
+        self._prismatic = prismatic_arr
+        self._has_prismatic = bool(prismatic_arr.any())
+        self._rotates = (~prismatic_arr).astype(np.float64)
         self._driver = np.array(driver, dtype=np.intp)
         self._mult = np.array(mult)
         self._offset = np.array(offset)
-        self._identity_map = bool(np.all(self._driver == np.arange(len(driver)))
+        self._identity_map = bool(np.array_equal(self._driver, np.arange(len(driver)))
                                   and np.all(self._mult == 1.0) and np.all(self._offset == 0.0))
-        # Rodrigues: R(theta) = I + sin(theta) K + (1 - cos(theta)) K^2.
-        self._k1 = np.array([_skew(a) for a in self._axis])
-        self._k2 = self._k1 @ self._k1
+        # Rodrigues: R(theta) = I + sin(theta) K + (1 - cos(theta)) K^2, with the
+        # fixed origin rotation folded in: pre R(theta) = pre + s pre K + c pre K^2.
+        # Stored as a basis so that one batched product builds every rotation:
+        # [1, s, c] @ [pre; pre K; pre K^2] (each row a flattened 3x3).
+        k1 = np.array([_skew(a) for a in self._axis])
+        self._rot_basis = np.stack((self._pre_rot.reshape(-1, 9),
+                                    np.matmul(self._pre_rot, k1).reshape(-1, 9),
+                                    np.matmul(self._pre_rot, k1 @ k1).reshape(-1, 9)), axis=1)
         # Columns of the joint-space Jacobian summed into free variables.
         self._to_free = np.zeros((len(driver), len(self.joint_names)))
         self._to_free[np.arange(len(driver)), self._driver] = self._mult
@@ -222,8 +236,9 @@ class Chain:
 
     def mid_limits(self) -> FloatArray:
         """Return the middle of each joint's range (0 for unbounded joints)."""
-        mid = 0.5 * (self.lower + self.upper)
-        return np.where(np.isfinite(mid), mid, 0.0)
+        bounded = np.isfinite(self.lower) & np.isfinite(self.upper)
+        return np.where(bounded, 0.5 * (np.where(bounded, self.lower, 0.0)
+                                        + np.where(bounded, self.upper, 0.0)), 0.0)
 
     # -- kinematics -----------------------------------------------------------
 
@@ -232,32 +247,40 @@ class Chain:
             return q
         return self._mult * q[self._driver] + self._offset
 
-    def _motions(self, theta: FloatArray) -> FloatArray:
-        """Return (m, 4, 4) joint motions for joint values theta (m,)."""
-        m = np.zeros((theta.shape[0], 4, 4))
-        s = np.where(self._revolute, np.sin(theta), 0.0)
-        c = np.where(self._revolute, 1.0 - np.cos(theta), 0.0)
-        m[:, :3, :3] = s[:, None, None] * self._k1 + c[:, None, None] * self._k2
-        m[:, 0, 0] += 1.0
-        m[:, 1, 1] += 1.0
-        m[:, 2, 2] += 1.0
-        m[:, 3, 3] = 1.0
-        m[:, :3, 3] = np.where(self._prismatic, theta, 0.0)[:, None] * self._axis
-        return m
+    def _cumulative(self, q: FloatArray) -> FloatArray:
+        """Return (m, 4, 4) poses of each movable joint's frame after its motion.
+
+        A revolute motion does not move the joint frame's origin, so each
+        local transform is [pre_rot R(theta), pre_trans]; a prismatic one adds
+        pre_rot * theta * axis to the translation. The origin of frame j is
+        on joint j's axis, and ``cum[j, :3, :3] @ axis_j`` is that axis in the
+        base frame (R(theta) leaves its own axis unchanged).
+        """
+        theta = self._joint_values(q)
+        m = theta.shape[0]
+        coef = np.empty((m, 1, 3))
+        coef[:, 0, 0] = 1.0
+        coef[:, 0, 1] = np.sin(theta)
+        coef[:, 0, 2] = 1.0 - np.cos(theta)
+        if self._has_prismatic:
+            coef[:, 0, 1:] *= self._rotates[:, None]
+        local = np.empty((m, 4, 4))
+        local[:, 3, :] = (0.0, 0.0, 0.0, 1.0)
+        local[:, :3, :3] = np.matmul(coef, self._rot_basis).reshape(m, 3, 3)
+        local[:, :3, 3] = self._pre_trans
+        if self._has_prismatic:
+            slide = np.where(self._prismatic, theta, 0.0)[:, None] * self._axis
+            local[:, :3, 3] += np.einsum('jab,jb->ja', self._pre_rot, slide)
+        cum = np.empty_like(local)
+        cum[0] = local[0]
+        for j in range(1, m):  # np.dot is the cheapest 4x4 product call
+            np.dot(cum[j - 1], local[j], out=cum[j])
+        return cum
 
     def _frames(self, q: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """Return joint frames (m, 4, 4) before motion, and the tip pose (4, 4)."""
-        local = np.matmul(self._pre, self._motions(self._joint_values(q)))
-        after = np.empty_like(local)
-        t = local[0]
-        after[0] = t
-        for j in range(1, local.shape[0]):
-            t = t @ local[j]
-            after[j] = t
-        frames = np.empty_like(local)
-        frames[0] = self._pre[0]
-        frames[1:] = np.matmul(after[:-1], self._pre[1:])
-        return frames, after[-1] @ self._tip
+        """Return the cumulative joint frames (m, 4, 4) and the tip pose (4, 4)."""
+        cum = self._cumulative(q)
+        return cum, cum[-1] @ self._tip
 
     def forward(self, q) -> FloatArray:
         """Pose of the tip link in the base link frame.
@@ -272,11 +295,14 @@ class Chain:
         return self._frames(self.check_q(q))[1]
 
     def _jacobian_from_frames(self, frames: FloatArray, tip: FloatArray) -> FloatArray:
-        z = np.einsum('jab,jb->ja', frames[:, :3, :3], self._axis)
-        r = tip[:3, 3] - frames[:, :3, 3]
+        z = np.matmul(frames[:, :3, :3], self._axis[:, :, None])[:, :, 0]
+        d = tip[:3, 3] - frames[:, :3, 3]
         jac = np.empty((6, z.shape[0]))
-        jac[:3] = np.where(self._prismatic[:, None], z, np.cross(z, r)).T
-        jac[3:] = np.where(self._prismatic[:, None], 0.0, z).T
+        jac[:3] = np.einsum('ijk,aj,ak->ia', _LEVI_CIVITA, z, d)  # z x d, 6x faster
+        jac[3:] = z.T                                             # than np.cross here
+        if self._has_prismatic:
+            jac[:3, self._prismatic] = z[self._prismatic].T
+            jac[3:, self._prismatic] = 0.0
         return jac if self._identity_map else jac @ self._to_free
 
     def jacobian(self, q) -> FloatArray:
