@@ -33,6 +33,8 @@ ARMS = {
 }
 # Generous wall-clock budget: these tests check what is found, not how fast.
 SLOW_OK = {'timeout_s': 2.0}
+# Every behaviour holds for the numpy reference and for the compiled twin.
+BACKENDS = pytest.mark.parametrize('backend', ['numpy', 'numba'])
 
 
 def load(name):
@@ -49,15 +51,16 @@ def independent_errors(xml, base, tip, chain, q, target):
     return pos, np.arccos(cos)
 
 
+@BACKENDS
 @pytest.mark.parametrize('name', sorted(ARMS))
 @settings(max_examples=60)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), random_seed_mode=st.booleans())
-def test_fk_ik_fk_round_trip(name, seed, random_seed_mode):
+def test_fk_ik_fk_round_trip(backend, name, seed, random_seed_mode):
     chain, xml, base, tip = load(name)
     rng = np.random.default_rng(seed)
     target = chain.forward(random_q(chain, rng))
     start = random_q(chain, rng) if random_seed_mode else chain.mid_limits()
-    res = JacobianIK(chain, **SLOW_OK).solve(target, start)
+    res = JacobianIK(chain, backend=backend, **SLOW_OK).solve(target, start)
     assert res.success, res.reason
     assert chain.within_limits(res.q)
     pos, ang = independent_errors(xml, base, tip, chain, res.q, target)
@@ -66,9 +69,10 @@ def test_fk_ik_fk_round_trip(name, seed, random_seed_mode):
     assert res.reason == ''
 
 
-def test_mixed_chain_with_prismatic_continuous_and_mimic_joints():
+@BACKENDS
+def test_mixed_chain_with_prismatic_continuous_and_mimic_joints(backend):
     chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
-    solver = JacobianIK(chain, **SLOW_OK)
+    solver = JacobianIK(chain, backend=backend, **SLOW_OK)
     rng = np.random.default_rng(5)
     for _ in range(20):
         q = random_q(chain, rng)
@@ -82,27 +86,30 @@ def test_mixed_chain_with_prismatic_continuous_and_mimic_joints():
         assert chain.within_limits(res.q)
 
 
+@BACKENDS
 @settings(max_examples=60)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
-def test_targets_reachable_only_at_a_joint_limit(seed):
+def test_targets_reachable_only_at_a_joint_limit(backend, seed):
     chain = load('iiwa14')[0]
     rng = np.random.default_rng(seed)
     q = random_q(chain, rng)
     pinned = rng.choice(chain.n, size=2, replace=False)
     q[pinned] = np.where(rng.random(2) < 0.5, chain.lower[pinned], chain.upper[pinned])
-    res = JacobianIK(chain, **SLOW_OK).solve(chain.forward(q), chain.mid_limits())
+    res = JacobianIK(chain, backend=backend, **SLOW_OK).solve(chain.forward(q), chain.mid_limits())
     assert chain.within_limits(res.q)  # exactly: no tolerance
     assert res.success, res.reason
 
 
-def test_unreachable_target_returns_the_closest_pose_within_limits():
+@BACKENDS
+def test_unreachable_target_returns_the_closest_pose_within_limits(backend):
     chain = load('iiwa14')[0]
     reach = 0.42 + 0.40 + 0.126
     shoulder = np.array([0.0, 0.0, 0.36])
     direction = np.array([0.6, 0.0, 0.8])
     target = np.eye(4)
     target[:3, 3] = shoulder + 2.0 * direction
-    solver = JacobianIK(chain, goal='position', timeout_s=0.05, max_restarts=5)
+    solver = JacobianIK(chain, goal='position', timeout_s=0.05, max_restarts=5,
+                        backend=backend)
     res = solver.solve(target, chain.mid_limits())
     assert not res.success
     assert 'closest pose' in res.reason
@@ -114,9 +121,10 @@ def test_unreachable_target_returns_the_closest_pose_within_limits():
     assert res.position_error == pytest.approx(2.0 - reach, abs=2e-3)
 
 
+@BACKENDS
 @settings(max_examples=20)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
-def test_moving_target_gives_continuous_joint_motion(seed):
+def test_moving_target_gives_continuous_joint_motion(backend, seed):
     chain = load('iiwa14')[0]
     rng = np.random.default_rng(seed)
     q = 0.5 * random_q(chain, rng)
@@ -126,7 +134,7 @@ def test_moving_target_gives_continuous_joint_motion(seed):
     sign = np.where(rng.random(3) < 0.5, -1.0, 1.0)
     q[[1, 3, 5]] = sign * rng.uniform(0.6, 1.5, size=3)
     start = chain.forward(q)
-    solver = JacobianIK(chain, **SLOW_OK)
+    solver = JacobianIK(chain, backend=backend, **SLOW_OK)
     previous = q
     axis = rng.normal(size=3)
     for k in range(1, 41):  # 0.5 mm and 0.005 rad per call
@@ -179,23 +187,28 @@ def test_inverse_right_jacobian_identity(angle, seed):
                                atol=1e-12 + 1e-5 * np.linalg.norm(d))
 
 
-def test_position_only_and_orientation_only_goals():
+@BACKENDS
+def test_position_only_and_orientation_only_goals(backend):
     chain = load('iiwa14')[0]
     rng = np.random.default_rng(8)
     target = chain.forward(random_q(chain, rng))
-    pos_only = JacobianIK(chain, goal='position', **SLOW_OK).solve(target, chain.mid_limits())
+    start = chain.mid_limits()
+    pos_only = JacobianIK(chain, goal='position', backend=backend, **SLOW_OK).solve(target, start)
     assert pos_only.success and pos_only.orientation_error == 0.0
     assert np.linalg.norm(chain.forward(pos_only.q)[:3, 3] - target[:3, 3]) < 1e-6
-    ori_only = JacobianIK(chain, goal='orientation', **SLOW_OK).solve(target, chain.mid_limits())
+    ori_only = JacobianIK(chain, goal='orientation', backend=backend, **SLOW_OK).solve(target,
+                                                                                       start)
     assert ori_only.success and ori_only.position_error == 0.0
     reached = chain.forward(ori_only.q)[:3, :3]
     assert np.linalg.norm(2 * rot.log(rot.matrix_to_quaternion(reached.T @ target[:3, :3]))) \
         < 1e-6
 
 
-def test_restarts_are_reproducible_and_bounded():
+@BACKENDS
+def test_restarts_are_reproducible_and_bounded(backend):
     chain = load('ur5e')[0]
-    solver = JacobianIK(chain, timeout_s=1.0, max_restarts=3, random_seed=4)
+    solver = JacobianIK(chain, timeout_s=1.0, max_restarts=3, random_seed=4,
+                        backend=backend)
     target = np.eye(4)
     target[:3, 3] = [3.0, 0.0, 0.0]  # out of reach: every restart is used
     first = solver.solve(target, chain.mid_limits())
@@ -204,14 +217,15 @@ def test_restarts_are_reproducible_and_bounded():
     np.testing.assert_array_equal(first.q, second.q)
 
 
-def test_continuous_joints_stay_near_the_seed():
+@BACKENDS
+def test_continuous_joints_stay_near_the_seed(backend):
     chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
     q = np.array([0.1, 0.4, 0.3, 0.2])
     values = dict(zip(chain.joint_names, q))
     values['follow'] = -0.5 * values['bend'] + 0.1
     target = reference_forward(MIXED_URDF, 'base', 'tip', values)
     seed = q + np.array([0.0, 6 * np.pi, 0.0, 0.0])  # spin three turns away
-    res = JacobianIK(chain, **SLOW_OK).solve(target, seed)
+    res = JacobianIK(chain, backend=backend, **SLOW_OK).solve(target, seed)
     assert res.success
     assert abs(res.q[1] - seed[1]) < np.pi
 
@@ -242,10 +256,11 @@ def test_invalid_options_and_seeds_are_rejected():
         JacobianIK(chain).solve(np.eye(4), np.zeros(5))
 
 
-def test_seed_outside_limits_is_clipped_and_answer_stays_within():
+@BACKENDS
+def test_seed_outside_limits_is_clipped_and_answer_stays_within(backend):
     chain = load('iiwa14')[0]
     q = random_q(chain, np.random.default_rng(2))
-    res = JacobianIK(chain, **SLOW_OK).solve(chain.forward(q), chain.upper + 1.0)
+    res = JacobianIK(chain, backend=backend, **SLOW_OK).solve(chain.forward(q), chain.upper + 1.0)
     assert res.success and chain.within_limits(res.q)
 
 

@@ -60,6 +60,7 @@ except ImportError:  # pragma: no cover - other numpy layouts
     _gufunc_solve1 = None
 
 GOALS = ('pose', 'position', 'orientation')
+BACKENDS = ('auto', 'numpy', 'numba')
 
 # Below this rotation-error angle Jr^-1's coefficient uses its series
 # 1/12 + t^2/720 + t^4/30240 (the closed form cancels catastrophically).
@@ -137,6 +138,23 @@ def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:
     return np.asarray(np.linalg.solve(g, b), dtype=np.float64)
 
 
+def _load_jit(backend: str):
+    """Return the compiled-kernel module for ``backend``, or None for numpy."""
+    if backend not in BACKENDS:
+        raise InvalidInputError(f'backend: expected one of {", ".join(BACKENDS)}, '
+                                f'received {backend!r}')
+    if backend == 'numpy':
+        return None
+    try:
+        from ik_node.core import _jit_ik
+    except ImportError as exc:
+        if backend == 'numba':
+            raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
+                                    f'({exc})') from None
+        return None
+    return _jit_ik
+
+
 class JacobianIK:
     """Damped-least-squares IK on the log-quaternion pose error, for any Chain.
 
@@ -160,6 +178,11 @@ class JacobianIK:
         max_step: largest joint change per iteration, rad (or m).
         random_seed: seed of the restart generator; each solve restarts it,
             so the same call gives the same answer.
+        backend: 'numpy' (the reference implementation), 'numba' (the same
+            descent compiled; about 50x faster per iteration, needs numba) or
+            'auto' (numba when it is installed). With numba the wall-clock
+            budget is checked between attempts (an attempt is bounded by
+            max_iterations), with numpy also between iterations.
 
     Raises:
         InvalidInputError: an option out of range, or an unknown goal.
@@ -171,7 +194,8 @@ class JacobianIK:
                  position_weight: float = 1.0, orientation_weight: float = 1.0,
                  max_iterations: int = 100, max_restarts: int = 200,
                  restart_candidates: int = 1, timeout_s: float = 0.01,
-                 nullspace_gain: float = 0.2, max_step: float = 1.0, random_seed: int = 0):
+                 nullspace_gain: float = 0.2, max_step: float = 1.0, random_seed: int = 0,
+                 backend: str = 'auto'):
         """Validate the options and precompute the row selection."""
         if goal not in GOALS:
             raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
@@ -213,6 +237,9 @@ class JacobianIK:
         self._lower = chain.lower
         self._upper = chain.upper
         self._continuous = chain.continuous
+        self._w6 = weights
+        self._jit = _load_jit(backend)
+        self.backend = 'numba' if self._jit is not None else 'numpy'
 
     # -- public -----------------------------------------------------------------
 
@@ -238,20 +265,20 @@ class JacobianIK:
         clipped_seed = np.clip(seed, self._lower, self._upper)
         deadline = start + self.timeout_s
         rng: Optional[np.random.Generator] = None
-        successes: List[Tuple[float, FloatArray]] = []
-        best: Optional[Tuple[float, FloatArray]] = None
+        successes: List[Tuple[float, FloatArray, FloatArray]] = []
+        best: Optional[Tuple[float, FloatArray, FloatArray]] = None
         iterations = restarts = 0
         initial = clipped_seed
         while True:
-            q, ok, cost, its = self._descend(target, initial, clipped_seed, deadline)
+            q, ok, cost, its, r = self._descend(target, initial, clipped_seed, deadline)
             iterations += its
             q = self._unwrap(q, seed)
             if ok:
-                successes.append((float(np.linalg.norm(q - seed)), q))
+                successes.append((float(np.linalg.norm(q - seed)), q, r))
                 if len(successes) >= self.restart_candidates or restarts == 0:
                     break
             elif best is None or cost < best[0]:
-                best = (cost, q)
+                best = (cost, q, r)
             if restarts >= self.max_restarts or time.perf_counter() > deadline:
                 break
             restarts += 1
@@ -259,20 +286,22 @@ class JacobianIK:
                 rng = np.random.default_rng(self.random_seed)
             initial = self._random_q(rng, clipped_seed)
         if successes:
-            q = min(successes, key=lambda s: s[0])[1]
+            _, q, r = min(successes, key=lambda s: s[0])
             reason = ''
         else:
             assert best is not None
-            q = best[1]
+            _, q, r = best
             reason = self._failure_reason(restarts, deadline)
-        pos_err, rot_err = self.errors(target, q)
+        pos_err, rot_err = self._errors_of(r)
         return IKResult(q=q, success=bool(successes), position_error=pos_err,
                         orientation_error=rot_err, iterations=iterations, restarts=restarts,
                         elapsed_s=time.perf_counter() - start, reason=reason)
 
     def errors(self, T_target: FloatArray, q: FloatArray) -> Tuple[float, float]:
         """Position (m) and orientation (rad) errors of ``q`` for the goal rows in use."""
-        r = pose_residual(T_target, self.chain._frames(q)[1])
+        return self._errors_of(pose_residual(T_target, self.chain._frames(q)[1]))
+
+    def _errors_of(self, r: FloatArray) -> Tuple[float, float]:
         pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0
         rot = float(np.linalg.norm(r[3:])) if self._use_orientation else 0.0
         return pos, rot
@@ -280,8 +309,22 @@ class JacobianIK:
     # -- one attempt -----------------------------------------------------------
 
     def _descend(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
-                 deadline: float) -> Tuple[FloatArray, bool, float, int]:
-        """Run LM iterations from q0; return (q, converged, cost, iterations)."""
+                 deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
+        """Run LM iterations from q0; return (q, converged, cost, iterations, residual)."""
+        if self._jit is not None:
+            c = self.chain
+            q, ok, cost, its, r = self._jit.descend(
+                c._pre_rot, c._pre_trans, c._axis, c._prismatic, c._driver, c._mult,
+                c._offset, c._tip, c.n, self._lower, self._upper, target, q0, q_ref,
+                self._use_position, self._use_orientation, self._w6, self.nullspace_gain,
+                self.max_step, self.max_iterations, self.position_tolerance,
+                self.orientation_tolerance)
+            return q, bool(ok), float(cost), int(its), r
+        return self._descend_numpy(target, q0, q_ref, deadline)
+
+    def _descend_numpy(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
+                       deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
+        """Run one attempt with numpy: the reference implementation (module docstring)."""
         chain = self.chain
         q = q0.copy()
         frames, tip = chain._frames(q)
@@ -291,9 +334,9 @@ class JacobianIK:
         history = [cost]
         for it in range(self.max_iterations):
             if self._converged(r):
-                return q, True, cost, it
+                return q, True, cost, it, r
             if time.perf_counter() > deadline:
-                return q, False, cost, it
+                return q, False, cost, it, r
             a = self._task_matrix(chain._jacobian_from_frames(frames, tip), r)
             rhs = self._weighted(r)
             bias = self.nullspace_gain > 0.0
@@ -312,13 +355,13 @@ class JacobianIK:
                 bias = False
                 damping *= DAMPING_UP
                 if damping > DAMPING_MAX:
-                    return q, self._converged(r), cost, it + 1
+                    return q, self._converged(r), cost, it + 1, r
             q, frames, tip, r, cost = q_new, frames_new, tip_new, r_new, cost_new
             history.append(cost)
             if len(history) > STALL_WINDOW and \
                     cost > (1.0 - STALL_FRACTION) * history[-1 - STALL_WINDOW]:
-                return q, self._converged(r), cost, it + 1
-        return q, self._converged(r), cost, self.max_iterations
+                return q, self._converged(r), cost, it + 1, r
+        return q, self._converged(r), cost, self.max_iterations, r
 
     def _weighted(self, r: FloatArray) -> FloatArray:
         wr = r[self._rows]

@@ -1,0 +1,127 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The compiled descent is the numpy reference, kernel by kernel and solve by solve."""
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from ik_node import Chain, InvalidInputError, JacobianIK
+from ik_node.core import _jit_ik as jit
+from ik_node.core import jacobian_ik as jik
+import numpy as np
+import pytest
+from test_chain import MIXED_URDF, random_q
+from test_jacobian_ik import ARMS
+
+CHAINS = {name: Chain.from_urdf_file(str(p), b, t) for name, (p, b, t) in ARMS.items()}
+CHAINS['mixed'] = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+
+
+def jit_frames(chain, q):
+    """Run the compiled FK; return (cum_r, cum_p, tip_r, tip_p)."""
+    m = chain._axis.shape[0]
+    out = (np.empty((m, 3, 3)), np.empty((m, 3)), np.empty((3, 3)), np.empty(3))
+    jit._forward(q, chain._pre_rot, chain._pre_trans, chain._axis, chain._prismatic,
+                 chain._driver, chain._mult, chain._offset, chain._tip, *out)
+    return out
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+@settings(max_examples=50)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_forward_jacobian_residual_and_task_match_numpy(name, seed):
+    chain = CHAINS[name]
+    rng = np.random.default_rng(seed)
+    q = random_q(chain, rng)
+    target = chain.forward(random_q(chain, rng))
+    cum_r, cum_p, tip_r, tip_p = jit_frames(chain, q)
+    frames, tip = chain._frames(q)
+    np.testing.assert_allclose(cum_r, frames[:, :3, :3], atol=1e-13)
+    np.testing.assert_allclose(cum_p, frames[:, :3, 3], atol=1e-13)
+    np.testing.assert_allclose(tip_r, tip[:3, :3], atol=1e-13)
+    np.testing.assert_allclose(tip_p, tip[:3, 3], atol=1e-13)
+    jac = np.empty((6, chain.n))
+    jit._jacobian(chain._axis, chain._prismatic, chain._driver, chain._mult, cum_r, cum_p,
+                  tip_p, jac)
+    np.testing.assert_allclose(jac, chain._jacobian_from_frames(frames, tip), atol=1e-13)
+    r = np.empty(6)
+    jit._residual(target, tip_r, tip_p, r)
+    np.testing.assert_allclose(r, jik.pose_residual(target, tip), atol=1e-12)
+    solver = JacobianIK(chain, backend='numpy', position_weight=2.0, orientation_weight=0.5)
+    a, rhs = np.empty((6, chain.n)), np.empty(6)
+    jit._task(jac, r, True, True, solver._w6, a, rhs)
+    np.testing.assert_allclose(a, solver._task_matrix(jac, r), atol=1e-12)
+    np.testing.assert_allclose(rhs, solver._weighted(r), atol=1e-15)
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+@settings(max_examples=50)
+@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([1e-6, 1e-3, 0.1, 10.0]),
+       biased=st.booleans())
+def test_step_matches_numpy_including_the_active_set(name, seed, damping, biased):
+    chain = CHAINS[name]
+    rng = np.random.default_rng(seed)
+    q = random_q(chain, rng)
+    # Put some joints near a limit so that steps cross it.
+    near = rng.random(chain.n) < 0.3
+    q = np.where(near & np.isfinite(chain.upper), chain.upper - 1e-3, q)
+    solver = JacobianIK(chain, backend='numpy')
+    frames, tip = chain._frames(q)
+    r = jik.pose_residual(chain.forward(random_q(chain, rng)), tip)
+    a = solver._task_matrix(chain._jacobian_from_frames(frames, tip), r)
+    rhs = solver._weighted(r)
+    q_ref = random_q(chain, rng)
+    expected = solver._step(a, rhs, q, q_ref if biased else None, damping)
+    got = jit._step(a, rhs, q, q_ref, biased, solver.nullspace_gain, chain.lower, chain.upper,
+                    damping, solver.max_step)
+    # Cholesky (compiled) and LU (numpy) round differently, by up to
+    # eps / damping^2 when the active set leaves a (near-)singular sub-problem
+    # (pinning one joint of a 7-DoF arm can): tight where the damping bounds
+    # the conditioning, loose at 1e-6; the same joints end on their limits.
+    np.testing.assert_allclose(got, expected, atol=1e-9 if damping >= 1e-3 else 1e-3)
+    on_limit = np.isclose(q + expected, chain.lower, atol=0, rtol=0) | \
+        np.isclose(q + expected, chain.upper, atol=0, rtol=0)
+    assert np.array_equal(on_limit, np.isclose(q + got, chain.lower, atol=0, rtol=0)
+                          | np.isclose(q + got, chain.upper, atol=0, rtol=0))
+    assert chain.within_limits(q + got)
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+def test_whole_solves_agree(name):
+    # Summation order differs between the two, so near a stall-window or
+    # acceptance boundary an attempt may take one iteration more or less;
+    # outcomes must agree.
+    chain = CHAINS[name]
+    numba_ik = JacobianIK(chain, backend='numba', timeout_s=10.0)
+    numpy_ik = JacobianIK(chain, backend='numpy', timeout_s=10.0)
+    rng = np.random.default_rng(21)
+    identical = 0
+    for _ in range(60):
+        target = chain.forward(random_q(chain, rng))
+        a = numba_ik.solve(target, chain.mid_limits())
+        b = numpy_ik.solve(target, chain.mid_limits())
+        assert a.success == b.success and a.restarts == b.restarts
+        assert abs(a.iterations - b.iterations) <= max(2, b.iterations // 20)
+        np.testing.assert_allclose(a.q, b.q, atol=1e-4)
+        identical += a.iterations == b.iterations and np.allclose(a.q, b.q, atol=1e-9)
+    assert identical >= 50
+
+
+def test_backend_choice_is_validated_and_reported():
+    chain = CHAINS['ur5e']
+    assert JacobianIK(chain).backend == 'numba'  # installed by the requirements
+    assert JacobianIK(chain, backend='numpy').backend == 'numpy'
+    with pytest.raises(InvalidInputError, match='auto, numpy, numba'):
+        JacobianIK(chain, backend='cuda')
