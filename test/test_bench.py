@@ -42,3 +42,34 @@ def test_rotations_table_is_markdown(capsys):
     assert lines[0].startswith('ik_bench rotations')
     assert lines[1].startswith('| operation') and lines[2].startswith('|---')
     assert len(lines) == 3 + 5
+
+
+def test_ik_json_reports_every_arm_and_seed_mode(capsys):
+    assert main(['ik', '--json', '-n', '5']) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {(r['arm'], r['seed_mode']) for r in report['results']}
+    assert rows == {(a, m) for a in ('iiwa14', 'ur5e') for m in ('mid-limits', 'random')}
+    for row in report['results']:
+        assert 0.0 <= row['success_rate'] <= 1.0
+        assert 0 < row['median_s'] <= row['p95_s'] <= row['max_s']
+
+
+def test_ik_benchmark_judges_with_an_independent_forward_kinematics():
+    from ik_node.bench.ik import BUNDLED, bundled_urdf, independent_forward
+    from ik_node.core.chain import Chain
+    import numpy as np
+    for file, base, tip in BUNDLED.values():
+        chain = Chain.from_urdf_file(bundled_urdf(file), base, tip)
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            q = rng.uniform(chain.lower, chain.upper)
+            np.testing.assert_allclose(independent_forward(chain, q), chain.forward(q),
+                                       atol=1e-12)
+
+
+def test_seed000_json_has_the_documented_keys(capsys):
+    assert main(['seed000', '--json', '--trials', '2', '--sequential-updates', '50']) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ('quaternion_rms', 'euler_rms', 'quaternion_update_ms', 'euler_update_ms'):
+        assert isinstance(report[key], float) and report[key] >= 0.0
+    assert report['quaternion_update_backend'] == 'numba'

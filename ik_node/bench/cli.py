@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import rotations
+from ik_node.bench import ik, rotations, seed000
 
 
 def build_parser():
@@ -31,6 +31,8 @@ def build_parser():
     sub = parser.add_subparsers(dest='benchmark', required=True, metavar='BENCHMARK',
                                 parser_class=_with_parent(parent))
     rotations.add_parser(sub)
+    ik.add_parser(sub)
+    seed000.add_parser(sub)
     return parser
 
 
