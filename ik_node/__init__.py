@@ -23,6 +23,7 @@ from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
 from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.result import IKResult
+from ik_node.core.srs import AnalyticSRS
 
-__all__ = ['Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK', 'Joint',
+__all__ = ['AnalyticSRS', 'Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK', 'Joint',
            'ModelError', 'ZeroNormError']

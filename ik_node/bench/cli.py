@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import ik, rotations, seed000
+from ik_node.bench import analytic, ik, rotations, seed000
 
 
 def build_parser():
@@ -33,6 +33,7 @@ def build_parser():
     rotations.add_parser(sub)
     ik.add_parser(sub)
     seed000.add_parser(sub)
+    analytic.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,109 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_bench analytic``: the closed-form SRS solver on the bundled 7-DoF arm.
+
+Random joint vectors within limits (seeded) give reachable target poses by FK.
+Each target is solved one at a time (with the pose's own swivel angle, with the
+generating configuration as reference, and with no hint at all), and all of
+them at once with ``solve_batch``. The residual of every answer is measured by
+forward kinematics.
+"""
+
+import time
+
+from ik_node.bench.common import (format_duration, machine_info, print_json, print_table)
+from ik_node.bench.ik import bundled_urdf
+from ik_node.core.chain import Chain
+from ik_node.core.srs import AnalyticSRS
+import numpy as np
+
+
+def _residual(chain, q, target):
+    tip = chain.forward(q)
+    r = tip[:3, :3].T @ target[:3, :3]
+    sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+    return max(float(np.linalg.norm(tip[:3, 3] - target[:3, 3])),
+               float(np.arctan2(sin, (np.trace(r) - 1.0) / 2.0)))
+
+
+def _single(arm, chain, targets, hints, kind, check_every):
+    times, worst, ok = [], 0.0, 0
+    for i, (target, (psi, q_ref)) in enumerate(zip(targets, hints)):
+        kwargs = {'swivel': psi} if kind == 'swivel' else \
+            {'q_reference': q_ref} if kind == 'reference' else {}
+        start = time.perf_counter()
+        res = arm.solve(target, **kwargs)
+        times.append(time.perf_counter() - start)
+        ok += res.success and chain.within_limits(res.q)
+        if i % check_every == 0:
+            worst = max(worst, _residual(chain, res.q, target))
+    t = np.array(times)
+    return {'solve': kind, 'n': len(targets), 'success_rate': ok / len(targets),
+            'max_residual': worst, 'median_s': float(np.median(t)),
+            'p95_s': float(np.percentile(t, 95)), 'max_s': float(np.max(t))}
+
+
+def run(args):
+    """Run the benchmark and print a table, or one JSON object with --json."""
+    chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
+    arm = AnalyticSRS.from_chain(chain, backend=args.backend)
+    rng = np.random.default_rng(args.seed)
+    qs = rng.uniform(chain.lower, chain.upper, size=(args.n, 7))
+    targets = np.array([chain.forward(q) for q in qs])
+    hints = [(arm.swivel_of(q), q) for q in qs]
+    arm.solve(targets[0])  # compile / warm up
+    rows = [_single(arm, chain, targets, hints, kind, args.check_every)
+            for kind in ('swivel', 'reference', 'none')]
+    branches = np.array([arm.branch_of(q) for q in qs], dtype=float)
+    psi = np.array([h[0] for h in hints])
+    arm.solve_batch(targets[:10], psi[:10], branches[:10])
+    start = time.perf_counter()
+    q_batch, valid = arm.solve_batch(targets, psi, branches)
+    batch_s = time.perf_counter() - start
+    batch_worst = max(_residual(chain, q_batch[i], targets[i])
+                      for i in range(0, args.n, args.check_every))
+    report = {'benchmark': 'analytic', 'n': args.n, 'seed': args.seed, 'backend': arm.backend,
+              'machine': machine_info(), 'single': rows,
+              'batch': {'n': args.n, 'seconds': batch_s, 'poses_per_s': args.n / batch_s,
+                        'valid_rate': float(np.mean(valid)), 'max_residual': batch_worst,
+                        'recovers_q': float(np.mean(np.all(np.abs(q_batch - qs) < 1e-9,
+                                                           axis=1)))}}
+    if args.json:
+        print_json(report)
+        return 0
+    info = report['machine']
+    print(f"ik_bench analytic  (iiwa14, n={args.n}, seed {args.seed}, backend {arm.backend}; "
+          f"residual by FK on every {args.check_every}th; {info['cpu']}, {info['cores']} cores; "
+          f"commit {info['commit']})")
+    labels = {'swivel': 'solve(T, swivel=psi of the pose)',
+              'reference': 'solve(T, q_reference=q)', 'none': 'solve(T) (swivel 0, limits)'}
+    table = [(labels[r['solve']], f"{100 * r['success_rate']:.3f} %",
+              f"{r['max_residual']:.2e}", format_duration(r['median_s']),
+              format_duration(r['p95_s']), format_duration(r['max_s'])) for r in rows]
+    b = report['batch']
+    table.append((f"solve_batch (N={args.n})", f"{100 * b['valid_rate']:.3f} %",
+                  f"{b['max_residual']:.2e}", f"{b['poses_per_s']:,.0f} poses/s", '', ''))
+    print_table(['call', 'success', 'max residual (m or rad)', 'median', 'p95', 'max'], table)
+    return 0
+
+
+def add_parser(subparsers):
+    """Register the ``analytic`` subcommand."""
+    p = subparsers.add_parser('analytic', help='closed-form SRS IK on the bundled 7-DoF arm')
+    p.add_argument('-n', type=int, default=100_000, help='random poses (default 100000)')
+    p.add_argument('--check-every', type=int, default=1,
+                   help='measure the FK residual of every k-th answer (default 1)')
+    p.add_argument('--backend', choices=['auto', 'numba', 'numpy'], default='auto')
+    p.set_defaults(func=run)
