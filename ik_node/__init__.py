@@ -25,5 +25,5 @@ from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.result import IKResult
 from ik_node.core.srs import AnalyticSRS
 
-__all__ = ['AnalyticSRS', 'Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK', 'Joint',
-           'ModelError', 'ZeroNormError']
+__all__ = ['AnalyticSRS', 'Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK',
+           'Joint', 'ModelError', 'ZeroNormError']

@@ -281,3 +281,46 @@ def test_invalid_inputs_are_rejected():
     with pytest.raises(InvalidInputError, match='backend'):
         AnalyticSRS.from_chain(CHAIN, backend='gpu')
     assert len(BRANCHES) == 8
+
+
+@BACKENDS
+def test_solve_batch_matches_single_solves_and_flags_invalid_rows(backend):
+    arm = ARMS[backend]
+    rng = np.random.default_rng(9)
+    qs = rng.uniform(CHAIN.lower, CHAIN.upper, size=(50, 7))
+    targets = np.array([CHAIN.forward(q) for q in qs])
+    psi = np.array([arm.swivel_of(q) for q in qs])
+    branches = np.array([arm.branch_of(q) for q in qs], dtype=float)
+    targets[7, :3, 3] += [3.0, 0.0, 0.0]  # out of reach
+    q_batch, valid = arm.solve_batch(targets, psi, branches)
+    assert not valid[7] and valid[np.arange(50) != 7].all()
+    mask = np.arange(50) != 7
+    np.testing.assert_allclose(q_batch[mask], qs[mask], atol=1e-9)
+    with pytest.raises(InvalidInputError, match=r'\(N, 4, 4\)'):
+        arm.solve_batch(targets[0], 0.0, (1, 1, 1))
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from(['valid', 'nan', 'scaled', 'reflected',
+                                                   'last_row', 'sheared']))
+def test_compiled_pose_check_agrees_with_check_pose(seed, kind):
+    from ik_node.core import _jit_srs
+    from ik_node.core.result import check_pose
+    from ik_node.core.rotations import ORTHONORMAL_TOL
+    pose = CHAIN.forward(random_q(np.random.default_rng(seed)))
+    if kind == 'nan':
+        pose[1, 2] = np.nan
+    elif kind == 'scaled':
+        pose[:3, :3] *= 1.001
+    elif kind == 'reflected':
+        pose[:3, 0] *= -1.0
+    elif kind == 'last_row':
+        pose[3, 0] = 1e-9
+    elif kind == 'sheared':
+        pose[0, 1] += 1e-5
+    try:
+        check_pose(pose)
+        valid = True
+    except InvalidInputError:
+        valid = False
+    assert _jit_srs.pose_is_valid(pose, ORTHONORMAL_TOL) == valid
+    assert valid == (kind == 'valid')

@@ -97,12 +97,14 @@ def _random_q(chain, rng):
 
 def run_solver(chain, solve, targets, seeds):
     """Solve every target from its seed with ``solve(T, seed) -> (q, seconds, its, restarts)``."""
-    times, iterations, restarts, ok = [], [], [], 0
-    for target, seed in zip(targets, seeds):
+    times, iterations, restarts, answers, ok = [], [], [], [], 0
+    for target, seed in zip(targets, seeds):  # timed back to back, checked afterwards
         q, seconds, its, rs = solve(target, seed)
         times.append(seconds)
         iterations.append(its)
         restarts.append(rs)
+        answers.append(q)
+    for target, q in zip(targets, answers):
         if q is None or not chain.within_limits(q):
             continue
         pos, ang = _errors(target, independent_forward(chain, q))
