@@ -23,7 +23,8 @@ from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
 from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.result import IKResult
+from ik_node.core.smoothing import spherical_cubic_interpolate_in_time
 from ik_node.core.srs import AnalyticSRS
 
 __all__ = ['AnalyticSRS', 'Chain', 'IKError', 'IKResult', 'InvalidInputError', 'JacobianIK',
-           'Joint', 'ModelError', 'ZeroNormError']
+           'Joint', 'ModelError', 'spherical_cubic_interpolate_in_time', 'ZeroNormError']
