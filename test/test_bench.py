@@ -73,3 +73,14 @@ def test_seed000_json_has_the_documented_keys(capsys):
     for key in ('quaternion_rms', 'euler_rms', 'quaternion_update_ms', 'euler_update_ms'):
         assert isinstance(report[key], float) and report[key] >= 0.0
     assert report['quaternion_update_backend'] == 'numba'
+
+
+def test_smoothing_json_reports_speed_and_every_implementation(capsys):
+    assert main(['smoothing', '--json', '--batch', '32', '--calls', '2', '--blocks', '2',
+                 '--repeats', '1', '--keys', '6', '--sequences', '2']) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {(q['spacing'], q['implementation']) for q in report['quality']}
+    assert rows == {(s, v) for s in ('uniform', 'non-uniform') for v in (1, 2, 3, 4)}
+    three = [q for q in report['quality'] if q['implementation'] == 3]
+    assert all(q['max_deviation_rad'] == 0.0 for q in three)
+    assert report['speed']['single']['median_s'] > 0

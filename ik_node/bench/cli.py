@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, ik, rotations, seed000
+from ik_node.bench import analytic, ik, rotations, seed000, smoothing
 
 
 def build_parser():
@@ -34,6 +34,7 @@ def build_parser():
     ik.add_parser(sub)
     seed000.add_parser(sub)
     analytic.add_parser(sub)
+    smoothing.add_parser(sub)
     return parser
 
 
