@@ -102,7 +102,7 @@ def run(args):
     print_table(['operation', 'median', 'p95'], [
         ('spherical_cubic_interpolate_in_time, one key set',
          format_duration(speed['single']['median_s']), format_duration(speed['single']['p95_s'])),
-        (f"same, batch of {args.batch:,} (per item)", format_duration(speed['batch_per_item_s']),
+        (f'same, batch of {args.batch:,} (per item)', format_duration(speed['batch_per_item_s']),
          ''),
         ('CartesianTrajectory.sample (250 Hz, streamed keys)',
          format_duration(speed['trajectory_sample']['median_s']),
