@@ -41,6 +41,7 @@ setup(
     entry_points={
         'console_scripts': [
             'ik_bench = ik_node.bench.cli:main',
+            'ik_node = ik_node.ros.node:main',
         ],
     },
 )

@@ -34,5 +34,5 @@ def test_pep257_package():
 def test_pep257_tests():
     # Same convention; test functions are exempt from D103 (their names say
     # what they check), everything else in test/ is held to it.
-    rc = main(argv=['--convention', 'google', '--add-ignore', 'D103', str(ROOT / 'test')])
+    rc = main(argv=[str(ROOT / 'test'), '--convention', 'google', '--add-ignore', 'D103'])
     assert rc == 0, 'Found code style errors / warnings'

@@ -1,0 +1,408 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The ik_node ROS 2 node: target poses in, smoothed joint states out.
+
+Data flow (see the README): ``~/target_pose`` (geometry_msgs/PoseStamped) is
+validated (finite, quaternion not ~0, frame_id empty or the base link) and
+becomes a key of a Cartesian trajectory (cubic in exp-map space); a timer at
+``publish_rate`` samples it, solves IK warm-started from the last joint
+vector (analytic for SRS arms when ``solver`` allows, else Jacobian), limits
+joint speeds, and publishes ``joint_states``. Side outputs: ``/diagnostics``,
+``~/markers``; ``~/reset`` (std_srvs/Trigger) returns to the initial pose.
+"""
+
+import collections
+import sys
+import time
+from typing import Optional
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from ik_node.core.chain import Chain
+from ik_node.core.errors import IKError
+from ik_node.core.jacobian_ik import JacobianIK
+from ik_node.core.rotations import matrix_to_quaternion, quaternion_to_matrix
+from ik_node.core.srs import AnalyticSRS
+from ik_node.core.trajectory import CartesianTrajectory
+from ik_node.ros.conversions import check_point, check_target, joint_state, RejectedMessage
+from ik_node.urdf import chain_from_urdf_file, chain_from_urdf_string
+import numpy as np
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+import rclpy
+from rclpy.exceptions import ParameterException, ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
+
+SOLVERS = ('auto', 'analytic', 'jacobian')
+QOS_CHOICES = ('reliable', 'best_effort')
+# Diagnostics and markers are published at these rates (Hz), below the
+# joint-state rate: they are for people and RViz.
+DIAGNOSTICS_HZ = 2.0
+MARKERS_HZ = 5.0
+# Depth of the target subscription queue: the newest targets matter, older
+# ones are dropped by the middleware (and the trajectory bounds its own).
+TARGET_QUEUE_DEPTH = 10
+
+
+class StartupError(Exception):
+    """A configuration that prevents the node from starting (reported, exit 1)."""
+
+
+def _descriptor(text: str, low: Optional[float] = None,
+                high: Optional[float] = None) -> ParameterDescriptor:
+    d = ParameterDescriptor(description=text)
+    if low is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
+    return d
+
+
+class IKNode(Node):
+    """Inverse kinematics node (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        """Declare parameters, load the robot model, create the ROS interfaces."""
+        super().__init__('ik_node', **kwargs)
+        self._declare_parameters()
+        self.rejected = collections.Counter()
+        self.callback_errors = 0
+        self.chain: Optional[Chain] = None
+        self.last_result = None
+        self.last_solve_s = 0.0
+        self.pole: Optional[np.ndarray] = None
+        self.q: Optional[np.ndarray] = None
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.joint_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
+        self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
+                                 self._target_qos())
+        self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole), 10)
+        self.create_service(Trigger, '~/reset', self._on_reset)
+        self._load_model_from_parameters()
+        if self.chain is None:
+            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                 reliability=ReliabilityPolicy.RELIABLE,
+                                 history=HistoryPolicy.KEEP_LAST)
+            self.create_subscription(String, 'robot_description',
+                                     self._guarded(self._on_description), latched)
+            self.get_logger().info('waiting for the robot model on the robot_description topic')
+        rate = self.get_parameter('publish_rate').value
+        self.create_timer(1.0 / rate, self._guarded(self._tick))
+        self.create_timer(1.0 / DIAGNOSTICS_HZ, self._guarded(self._publish_diagnostics))
+        self.create_timer(1.0 / MARKERS_HZ, self._guarded(self._publish_markers))
+
+    # -- parameters -------------------------------------------------------------------
+
+    def _declare_parameters(self):
+        self.declare_parameter('robot_description', '', _descriptor(
+            'URDF text of the robot (else urdf_path, else the robot_description topic)'))
+        self.declare_parameter('urdf_path', '', _descriptor('path of a URDF file'))
+        self.declare_parameter('base_link', '', _descriptor('first link of the IK chain'))
+        self.declare_parameter('tip_link', '', _descriptor('link whose pose is controlled'))
+        self.declare_parameter('solver', 'auto', _descriptor(
+            'auto (analytic for SRS arms, else jacobian), analytic or jacobian'))
+        self.declare_parameter('publish_rate', 100.0, _descriptor(
+            'joint_states rate, Hz', 1.0, 1000.0))
+        self.declare_parameter('smoothing', True, _descriptor(
+            'cubic exp-map trajectory through the targets (false: jump to each target)'))
+        self.declare_parameter('max_linear_speed', 0.5, _descriptor(
+            'tip speed limit, m/s', 1e-3, 10.0))
+        self.declare_parameter('max_angular_speed', 1.0, _descriptor(
+            'tip rotation speed limit, rad/s', 1e-3, 20.0))
+        self.declare_parameter('target_qos', 'reliable', _descriptor(
+            'reliability of ~/target_pose: reliable or best_effort (teleop streams)'))
+        self.declare_parameter('initial_positions', Parameter.Type.DOUBLE_ARRAY, _descriptor(
+            'start joint vector in chain order (default: mid-limits)'))
+        self.declare_parameter('ik_timeout', 0.005, _descriptor(
+            'Jacobian solver budget per tick, s', 1e-4, 1.0))
+        solver = self.get_parameter('solver').value
+        if solver not in SOLVERS:
+            raise StartupError(f"parameter solver: '{solver}' is not one of {', '.join(SOLVERS)}")
+        qos = self.get_parameter('target_qos').value
+        if qos not in QOS_CHOICES:
+            raise StartupError(f"parameter target_qos: '{qos}' is not one of "
+                               f"{', '.join(QOS_CHOICES)}")
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        """Validate run-time changes; the old value is kept when one is refused."""
+        fixed = {'robot_description', 'urdf_path', 'base_link', 'tip_link', 'publish_rate',
+                 'target_qos', 'initial_positions'}
+        for p in params:
+            if p.name in fixed and self.chain is not None:
+                return SetParametersResult(successful=False,
+                                           reason=f'{p.name} can only be set at start-up')
+            if p.name == 'solver' and p.value not in SOLVERS:
+                return SetParametersResult(successful=False, reason=(
+                    f"solver must be one of {', '.join(SOLVERS)}, not '{p.value}'"))
+        for p in params:
+            if p.name in ('max_linear_speed', 'max_angular_speed') and self.chain is not None:
+                setattr(self.trajectory, p.name, float(p.value))
+            if p.name == 'solver' and self.chain is not None:
+                self._make_solver(p.value)
+        return SetParametersResult(successful=True)
+
+    def _target_qos(self) -> QoSProfile:
+        reliable = self.get_parameter('target_qos').value == 'reliable'
+        return QoSProfile(depth=TARGET_QUEUE_DEPTH, history=HistoryPolicy.KEEP_LAST,
+                          reliability=(ReliabilityPolicy.RELIABLE if reliable
+                                       else ReliabilityPolicy.BEST_EFFORT))
+
+    # -- robot model -----------------------------------------------------------------------
+
+    def _load_model_from_parameters(self):
+        text = self.get_parameter('robot_description').value
+        path = self.get_parameter('urdf_path').value
+        base = self.get_parameter('base_link').value
+        tip = self.get_parameter('tip_link').value
+        if not (text or path):
+            return
+        if not base or not tip:
+            raise StartupError('parameters base_link and tip_link must both be set')
+        try:
+            chain = chain_from_urdf_string(text, base, tip) if text else \
+                chain_from_urdf_file(path, base, tip)
+        except IKError as exc:
+            raise StartupError(f'robot model: {exc}') from None
+        self._use_model(chain)
+
+    def _on_description(self, msg: String):
+        base = self.get_parameter('base_link').value
+        tip = self.get_parameter('tip_link').value
+        try:
+            chain = chain_from_urdf_string(msg.data, base, tip)
+        except IKError as exc:
+            self.rejected['robot_description'] += 1
+            self.get_logger().error(f'robot_description refused, keeping the old model: {exc}')
+            return
+        self._use_model(chain)
+
+    def _use_model(self, chain: Chain):
+        try:
+            initial = self.get_parameter('initial_positions').value
+        except ParameterUninitializedException:
+            initial = None
+        if initial is not None and len(initial) > 0:
+            q0 = np.asarray(initial, dtype=float)
+            if q0.shape != (chain.n,) or not np.all(np.isfinite(q0)) or \
+                    not chain.within_limits(q0):
+                raise StartupError(f'initial_positions: expected {chain.n} finite values within '
+                                   f'the limits of {chain.joint_names}, received {list(initial)}')
+        else:
+            q0 = chain.mid_limits()
+        self.chain = chain
+        self.q0 = q0
+        self.q = q0.copy()
+        self._make_solver(self.get_parameter('solver').value)
+        tip = chain.forward(q0)
+        self.trajectory = CartesianTrajectory(
+            tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self._now(),
+            max_linear_speed=self.get_parameter('max_linear_speed').value,
+            max_angular_speed=self.get_parameter('max_angular_speed').value)
+        self.target = tip
+        self.get_logger().info(f'model: {len(chain.joint_names)} joints {chain.base_link} -> '
+                               f'{chain.tip_link}, solver {self.solver_name}')
+
+    def _make_solver(self, name: str):
+        self.analytic = None
+        if name in ('auto', 'analytic'):
+            try:
+                self.analytic = AnalyticSRS.from_chain(self.chain)
+            except IKError as exc:
+                if name == 'analytic':
+                    raise StartupError(f'solver analytic: {exc}') from None
+        self.jacobian = JacobianIK(self.chain, timeout_s=self.get_parameter('ik_timeout').value)
+        self.solver_name = 'analytic' if self.analytic is not None else 'jacobian'
+
+    # -- callbacks ----------------------------------------------------------------------------
+
+    def _guarded(self, fn):
+        """Wrap a callback: an exception is logged and counted, the node keeps running."""
+        def wrapper(*args):
+            try:
+                return fn(*args)
+            except Exception as exc:  # noqa: B902 - a callback must never kill the node
+                self.callback_errors += 1
+                self.get_logger().error(f'{fn.__name__}: {type(exc).__name__}: {exc}')
+        return wrapper
+
+    def _now(self) -> float:
+        return time.monotonic()
+
+    def _on_target(self, msg: PoseStamped):
+        if self.chain is None:
+            self.rejected['no_model'] += 1
+            return
+        try:
+            p, q = check_target(msg, self.chain.base_link)
+        except RejectedMessage as exc:
+            self.rejected[exc.reason] += 1
+            self.get_logger().warn(f'target rejected: {exc}', throttle_duration_sec=1.0)
+            return
+        self.target = np.eye(4)
+        self.target[:3, :3] = quaternion_to_matrix(q)
+        self.target[:3, 3] = p
+        if self.get_parameter('smoothing').value:
+            self.trajectory.add_key(self._now(), p, q)
+        else:
+            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value)
+
+    def _on_pole(self, msg: PointStamped):
+        if self.chain is None:
+            return
+        frame = msg.header.frame_id
+        if frame not in ('', self.chain.base_link):
+            self.rejected['wrong_frame'] += 1
+            return
+        try:
+            self.pole = check_point(msg.point.x, msg.point.y, msg.point.z)
+        except RejectedMessage as exc:
+            self.rejected[exc.reason] += 1
+
+    def _on_reset(self, request, response):
+        if self.chain is None:
+            response.success, response.message = False, 'no robot model yet'
+            return response
+        self.q = self.q0.copy()
+        tip = self.chain.forward(self.q0)
+        self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self._now())
+        self.target = tip
+        self._publish_joints(self.q, np.zeros(self.chain.n))
+        response.success, response.message = True, 'back at the initial positions'
+        return response
+
+    def _tick(self):
+        if self.chain is None:
+            return
+        dt = 1.0 / self.get_parameter('publish_rate').value
+        if not self.get_parameter('smoothing').value:
+            self._publish_joints(self.q, np.zeros(self.chain.n))
+            return
+        s = self.trajectory.sample(self._now())
+        pose = np.eye(4)
+        pose[:3, :3] = quaternion_to_matrix(s.quaternion)
+        pose[:3, 3] = s.position
+        self._solve_and_publish(pose, dt)
+
+    def _solve_and_publish(self, pose: np.ndarray, dt: float):
+        start = time.perf_counter()
+        if self.analytic is not None:
+            res = self.analytic.solve(pose, pole=self.pole, q_reference=self.q) \
+                if self.pole is not None else self.analytic.solve(pose, q_reference=self.q)
+        else:
+            res = self.jacobian.solve(pose, self.q)
+        self.last_solve_s = time.perf_counter() - start
+        self.last_result = res
+        q = res.q
+        # Joint speed limits: scale the whole step (keeps the tip on its path).
+        step = q - self.q
+        bounded = np.isfinite(self.chain.velocity)
+        ratio = float(np.max(np.abs(step[bounded]) / (self.chain.velocity[bounded] * dt),
+                             initial=0.0))
+        if ratio > 1.0:
+            step = step / ratio
+        q_new = np.clip(self.q + step, self.chain.lower, self.chain.upper)
+        if not np.all(np.isfinite(q_new)):  # never publish NaN: hold the last state
+            self.rejected['non_finite_solution'] += 1
+            q_new = self.q
+        self.q = q_new
+        self._publish_joints(q_new, step / dt)
+
+    def _publish_joints(self, q, velocity):
+        self.joint_pub.publish(joint_state(self.chain.joint_names, q, velocity,
+                                           self.get_clock().now().to_msg()))
+
+    # -- side outputs --------------------------------------------------------------------------
+
+    def _publish_diagnostics(self):
+        status = DiagnosticStatus(name='ik_node: inverse kinematics', hardware_id='ik_node')
+        res = self.last_result
+        if self.chain is None:
+            status.level, status.message = DiagnosticStatus.WARN, 'waiting for the robot model'
+        elif res is None or res.success:
+            status.level, status.message = DiagnosticStatus.OK, 'target reachable'
+        else:
+            status.level, status.message = DiagnosticStatus.WARN, f'unreachable: {res.reason}'
+        values = {'solver': getattr(self, 'solver_name', ''),
+                  'rejected_messages': str(sum(self.rejected.values())),
+                  'callback_errors': str(self.callback_errors)}
+        values.update({f'rejected_{k}': str(v) for k, v in sorted(self.rejected.items())})
+        if res is not None:
+            values.update({'reachable': str(res.success).lower(),
+                           'position_error_m': f'{res.position_error:.3g}',
+                           'orientation_error_rad': f'{res.orientation_error:.3g}',
+                           'solve_time_s': f'{self.last_solve_s:.3g}'})
+        if self.chain is not None:
+            values.update({'keys_retimed': str(self.trajectory.retimed),
+                           'keys_dropped': str(self.trajectory.dropped),
+                           'keys_duplicate': str(self.trajectory.duplicates)})
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)
+
+    def _publish_markers(self):
+        if self.chain is None:
+            return
+        stamp = self.get_clock().now().to_msg()
+        target = Marker(type=Marker.ARROW, action=Marker.ADD, id=0, ns='target')
+        target.header.frame_id, target.header.stamp = self.chain.base_link, stamp
+        q = matrix_to_quaternion(self.target[:3, :3])
+        target.pose.position.x, target.pose.position.y, target.pose.position.z = \
+            (float(v) for v in self.target[:3, 3])
+        (target.pose.orientation.x, target.pose.orientation.y, target.pose.orientation.z,
+         target.pose.orientation.w) = (float(v) for v in q)
+        target.scale.x, target.scale.y, target.scale.z = 0.1, 0.015, 0.015
+        target.color.r, target.color.g, target.color.a = 1.0, 0.4, 1.0
+        path = Marker(type=Marker.LINE_STRIP, action=Marker.ADD, id=1, ns='planned_path')
+        path.header.frame_id, path.header.stamp = self.chain.base_link, stamp
+        path.scale.x = 0.005
+        path.color.b, path.color.g, path.color.a = 1.0, 0.6, 1.0
+        path.pose.orientation.w = 1.0
+        keys = self.trajectory._keys[self.trajectory._index:]
+        path.points = [Point(x=float(k.p[0]), y=float(k.p[1]), z=float(k.p[2])) for k in keys]
+        if len(path.points) < 2:
+            path.action = Marker.DELETE
+        self.marker_pub.publish(MarkerArray(markers=[target, path]))
+
+
+def main(args=None):
+    """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration."""
+    rclpy.init(args=args)
+    node = None
+    code = 0
+    try:
+        node = IKNode()
+        rclpy.spin(node)
+    except (StartupError, ParameterException) as exc:
+        print(f'ik_node: cannot start: {exc}', file=sys.stderr)
+        code = 1
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(main())

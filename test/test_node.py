@@ -1,0 +1,234 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The ik_node executable over real DDS: a subprocess on its own domain, a test client."""
+
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from ik_node.bench.ik import independent_forward
+from ik_node.core.chain import Chain
+from ik_node.core.rotations import matrix_to_quaternion
+import numpy as np
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from ros_helpers import unique_domain_id, wait_until
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {
+    'iiwa14': (ROOT / 'urdf' / 'iiwa14.urdf', 'iiwa_link_0', 'tool0'),
+    'ur5e': (ROOT / 'urdf' / 'ur5e.urdf', 'base_link', 'tool0'),
+}
+
+
+class NodeUnderTest:
+    """The node as a subprocess and a client node on a fresh ROS domain."""
+
+    def __init__(self, params, namespace=None, extra_args=()):
+        """Start the node with ``params`` (and a namespace); create the client."""
+        self.domain = unique_domain_id()
+        env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1')
+        args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+        for key, value in params.items():
+            args += ['-p', f'{key}:={value}']
+        if namespace:
+            args += ['-r', f'__ns:={namespace}']
+        args += list(extra_args)
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.prefix = f'{namespace}/ik_node' if namespace else '/ik_node'
+        self.joint_topic = f'{namespace}/joint_states' if namespace else '/joint_states'
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=self.domain)
+        self.client = rclpy.create_node('test_client', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.client)
+        self.joints, self.diagnostics = [], []
+        self.client.create_subscription(JointState, self.joint_topic, self.joints.append, 100)
+        self.client.create_subscription(DiagnosticArray, '/diagnostics',
+                                        self.diagnostics.append, 10)
+        self.target_pub = self.client.create_publisher(PoseStamped,
+                                                       f'{self.prefix}/target_pose', 10)
+
+    def spin(self, seconds):
+        """Process client callbacks for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def wait(self, predicate, timeout_s):
+        """Spin until ``predicate()`` holds or the time is up; return whether it held."""
+        return wait_until(predicate, timeout_s, lambda p: self.executor.spin_once(timeout_sec=p))
+
+    def ready(self, timeout_s=20.0):
+        """Wait for joint states and for the target subscription to be matched."""
+        assert self.wait(lambda: self.joints and self.target_pub.get_subscription_count() > 0,
+                         timeout_s), self.output()
+
+    def send(self, pose, frame=''):
+        """Publish a 4x4 pose as the target."""
+        msg = PoseStamped()
+        msg.header.frame_id = frame
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = \
+            (float(v) for v in pose[:3, 3])
+        q = matrix_to_quaternion(pose[:3, :3])
+        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+         msg.pose.orientation.w) = (float(v) for v in q)
+        self.target_pub.publish(msg)
+
+    def diagnostic(self, key):
+        """Return the newest diagnostics value for ``key`` (None if not seen)."""
+        for array in reversed(self.diagnostics):
+            for status in array.status:
+                for kv in status.values:
+                    if kv.key == key:
+                        return kv.value
+        return None
+
+    def stop(self, sig=signal.SIGINT, timeout_s=10.0):
+        """Signal the node, wait for it (bounded) and return its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=5)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.client.destroy_node()
+        rclpy.shutdown(context=self.context)
+        return code
+
+    def output(self):
+        """Return the node's output once it has exited."""
+        if self.proc.poll() is None:
+            return '(node still running)'
+        return self.proc.stdout.read()
+
+
+def model_params(name):
+    """Return the parameters loading a bundled arm."""
+    path, base, tip = ARMS[name]
+    return {'urdf_path': str(path), 'base_link': base, 'tip_link': tip}
+
+
+def pose_errors(chain, q, target):
+    """Position (m) and angle (rad) of q's tip from target, by the independent FK."""
+    tip = independent_forward(chain, q)
+    r = tip[:3, :3].T @ target[:3, :3]
+    sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+    return np.linalg.norm(tip[:3, 3] - target[:3, 3]), np.arctan2(sin, (np.trace(r) - 1) / 2)
+
+
+@pytest.mark.parametrize('name', sorted(ARMS))
+def test_arm_reaches_a_target_within_its_joint_speed_limits(name):
+    path, base, tip = ARMS[name]
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    q_goal = chain.mid_limits() + np.array([0.3, 0.5, -0.2, -0.8, 0.4, 0.7, 0.1])[:chain.n]
+    target = chain.forward(q_goal)
+    node = NodeUnderTest(model_params(name))
+    try:
+        node.ready()
+        node.send(target, frame=base)
+
+        def arrived():
+            """Return True once the last joint state puts the tip on the target."""
+            q = np.array(node.joints[-1].position)
+            pos, ang = pose_errors(chain, q, target)
+            return pos <= 1e-4 and ang <= 1e-3
+        assert node.wait(arrived, 30.0), node.joints[-1]
+        for msg in node.joints:
+            q, v = np.array(msg.position), np.array(msg.velocity)
+            assert list(msg.name) == chain.joint_names
+            assert np.all(np.isfinite(q)) and chain.within_limits(q)
+            assert np.all(np.abs(v) <= chain.velocity * (1 + 1e-9))
+    finally:
+        assert node.stop() == 0
+
+
+def test_stream_is_followed_bad_targets_are_counted_and_never_published():
+    chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), 'iiwa_link_0', 'tool0')
+    node = NodeUnderTest(model_params('iiwa14'))
+    try:
+        node.ready()
+        base = chain.forward(np.array([0.2, 0.6, 0.0, -1.0, 0.3, 0.8, 0.0]))
+        bad = base.copy()
+        bad[0, 3] = np.nan
+        node.send(bad)                               # not finite
+        node.send(base, frame='some_other_frame')    # wrong frame
+        far = base.copy()
+        far[:3, 3] = [3.0, 0.0, 0.5]
+        for k in range(10):                           # a stream, 20 Hz, 5 mm steps
+            key = base.copy()
+            key[0, 3] += 0.005 * k
+            node.send(key)
+            node.spin(0.05)
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             key)[0] < 1e-4, 20.0)
+        node.send(far)                                # unreachable
+        assert node.wait(lambda: node.diagnostic('reachable') == 'false', 20.0)
+        assert node.wait(lambda: int(node.diagnostic('rejected_not_finite') or 0) >= 1
+                         and int(node.diagnostic('rejected_wrong_frame') or 0) >= 1, 5.0)
+        for msg in node.joints:
+            q = np.array(msg.position)
+            assert np.all(np.isfinite(q)) and chain.within_limits(q)
+    finally:
+        assert node.stop() == 0
+
+
+def test_namespaced_node_with_model_from_topic_and_reset():
+    path, base, tip = ARMS['ur5e']
+    node = NodeUnderTest({'base_link': base, 'tip_link': tip}, namespace='/arm1')
+    try:
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        desc = node.client.create_publisher(String, '/arm1/robot_description', latched)
+        desc.publish(String(data=path.read_text()))
+        node.ready()
+        chain = Chain.from_urdf_file(str(path), base, tip)
+        assert list(node.joints[-1].name) == chain.joint_names
+        reset = node.client.create_client(Trigger, '/arm1/ik_node/reset')
+        assert reset.wait_for_service(timeout_sec=10.0)
+        future = reset.call_async(Trigger.Request())
+        assert node.wait(future.done, 10.0) and future.result().success
+    finally:
+        assert node.stop(signal.SIGTERM) == 0
+
+
+@pytest.mark.parametrize('params, message', [
+    ({'solver': 'magic'}, "solver: 'magic' is not one of auto, analytic, jacobian"),
+    ({'tip_link': 'nowhere'}, "tip_link 'nowhere' is not a link"),
+    ({'publish_rate': 0.0}, 'publish_rate'),
+])
+def test_bad_configuration_exits_non_zero_with_a_clear_message(params, message):
+    args = dict(model_params('iiwa14'), **params)
+    cmd = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+    for key, value in args.items():
+        cmd += ['-p', f'{key}:={value}']
+    env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert 'Traceback' not in result.stdout + result.stderr
