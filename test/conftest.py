@@ -17,12 +17,16 @@
 import os
 import sys
 
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 # Seeded and reproducible: the same examples on every run and in CI.
-settings.register_profile('ik_node', derandomize=True, deadline=None, print_blob=True)
+# No 'explain' phase: it traces every line (sys.settrace), which slows the
+# first numba compilation inside a test by ~30x.
+settings.register_profile('ik_node', derandomize=True, deadline=None, print_blob=True,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
+                                  Phase.shrink])
 settings.load_profile('ik_node')
 
 

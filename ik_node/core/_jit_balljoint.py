@@ -123,7 +123,15 @@ def update(offsets, params, target, step, kind):
                 nxt[a, b] = prefix[a, 0] * r[i, 0, b] + prefix[a, 1] * r[i, 1, b] \
                     + prefix[a, 2] * r[i, 2, b]
         prefix[:, :] = nxt
-    g = jac @ jac.T
+    # J J^T by explicit loops: numba's @ needs SciPy's BLAS bindings (not a
+    # dependency) and costs more than the loop for a 3 x 15 matrix.
+    g = np.zeros((3, 3))
+    for a in range(3):
+        for b in range(3):
+            acc = 0.0
+            for c in range(3 * n):
+                acc += jac[a, c] * jac[b, c]
+            g[a, b] = acc
     det = g[0, 0] * (g[1, 1] * g[2, 2] - g[1, 2] * g[2, 1]) \
         - g[0, 1] * (g[1, 0] * g[2, 2] - g[1, 2] * g[2, 0]) \
         + g[0, 2] * (g[1, 0] * g[2, 1] - g[1, 1] * g[2, 0])

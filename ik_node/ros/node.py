@@ -85,6 +85,7 @@ class IKNode(Node):
         self.callback_errors = 0
         self.chain: Optional[Chain] = None
         self.last_result = None
+        self.target_result = None
         self.last_solve_s = 0.0
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
@@ -254,11 +255,16 @@ class IKNode(Node):
             p, q = check_target(msg, self.chain.base_link)
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
-            self.get_logger().warn(f'target rejected: {exc}', throttle_duration_sec=1.0)
+            self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.target = np.eye(4)
         self.target[:3, :3] = quaternion_to_matrix(q)
         self.target[:3, 3] = p
+        # Report the target's own reachability now, not when the arm gets there.
+        self.target_result = self._solve(self.target)
+        if not self.target_result.success:
+            self.get_logger().warning(f'target unreachable: {self.target_result.reason}',
+                                   throttle_duration_sec=1.0)
         if self.get_parameter('smoothing').value:
             self.trajectory.add_key(self._now(), p, q)
         else:
@@ -301,13 +307,17 @@ class IKNode(Node):
         pose[:3, 3] = s.position
         self._solve_and_publish(pose, dt)
 
+    def _solve(self, pose: np.ndarray):
+        """IK of a pose, warm-started from the current joints (analytic when possible)."""
+        if self.analytic is not None:
+            if self.pole is not None:
+                return self.analytic.solve(pose, pole=self.pole, q_reference=self.q)
+            return self.analytic.solve(pose, q_reference=self.q)
+        return self.jacobian.solve(pose, self.q)
+
     def _solve_and_publish(self, pose: np.ndarray, dt: float):
         start = time.perf_counter()
-        if self.analytic is not None:
-            res = self.analytic.solve(pose, pole=self.pole, q_reference=self.q) \
-                if self.pole is not None else self.analytic.solve(pose, q_reference=self.q)
-        else:
-            res = self.jacobian.solve(pose, self.q)
+        res = self._solve(pose)
         self.last_solve_s = time.perf_counter() - start
         self.last_result = res
         q = res.q
@@ -334,16 +344,23 @@ class IKNode(Node):
     def _publish_diagnostics(self):
         status = DiagnosticStatus(name='ik_node: inverse kinematics', hardware_id='ik_node')
         res = self.last_result
+        target = self.target_result
         if self.chain is None:
             status.level, status.message = DiagnosticStatus.WARN, 'waiting for the robot model'
-        elif res is None or res.success:
-            status.level, status.message = DiagnosticStatus.OK, 'target reachable'
-        else:
+        elif target is not None and not target.success:
+            status.level = DiagnosticStatus.WARN
+            status.message = f'target unreachable: {target.reason}'
+        elif res is not None and not res.success:
             status.level, status.message = DiagnosticStatus.WARN, f'unreachable: {res.reason}'
+        else:
+            status.level, status.message = DiagnosticStatus.OK, 'target reachable'
         values = {'solver': getattr(self, 'solver_name', ''),
                   'rejected_messages': str(sum(self.rejected.values())),
                   'callback_errors': str(self.callback_errors)}
         values.update({f'rejected_{k}': str(v) for k, v in sorted(self.rejected.items())})
+        if target is not None:
+            values.update({'target_reachable': str(target.success).lower(),
+                           'target_reason': target.reason})
         if res is not None:
             values.update({'reachable': str(res.success).lower(),
                            'position_error_m': f'{res.position_error:.3g}',

@@ -1,0 +1,232 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_demo``: the README's main job.
+
+Starts ik_node on the bundled 7-DoF arm (a separate process, over DDS on
+loopback), streams a figure-eight of target poses with a changing
+orientation, then one unreachable target, then a final reachable one;
+prints what happens as it happens, then a summary, and writes a PNG of the
+tip path against the targets and of the joint trajectories.
+"""
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from ik_node.bench.ik import bundled_urdf
+from ik_node.core.chain import Chain
+from ik_node.core.rotations import axis_angle_to_quaternion, multiply, quaternion_to_matrix
+import numpy as np
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+
+
+def figure_eight(t, center, size, period):
+    """Target pose (position, quaternion) of a lemniscate with a rocking tool at time t."""
+    a = 2.0 * np.pi * t / period
+    p = center + size * np.array([0.0, np.sin(a), np.sin(a) * np.cos(a)])
+    down = axis_angle_to_quaternion([0.0, 1.0, 0.0], np.pi)  # tool pointing down
+    rock = axis_angle_to_quaternion([1.0, 0.0, 0.0], 0.35 * np.sin(a))
+    return p, multiply(rock, down)
+
+
+class Demo:
+    """The node process and a client that streams targets and records joint states."""
+
+    def __init__(self, domain):
+        """Start the node and the client on ROS domain ``domain``."""
+        urdf = bundled_urdf('iiwa14.urdf')
+        self.chain = Chain.from_urdf_file(urdf, 'iiwa_link_0', 'tool0')
+        env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'ik_node.ros.node', '--ros-args', '-p', f'urdf_path:={urdf}',
+             '-p', 'base_link:=iiwa_link_0', '-p', 'tip_link:=tool0',
+             '-p', 'max_linear_speed:=0.4',
+             '-p', 'initial_positions:=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]',
+             '--log-level', 'error'], env=env)
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node('ik_demo', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.joints, self.status = [], {}
+        self.node.create_subscription(JointState, 'joint_states', self._on_joints, 100)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+        self.pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
+
+    def _on_joints(self, msg):
+        self.joints.append((time.monotonic(), np.array(msg.position), np.array(msg.velocity)))
+
+    def _on_diag(self, msg):
+        for status in msg.status:
+            self.status = {kv.key: kv.value for kv in status.values}
+            self.status['message'] = status.message
+
+    def spin(self, seconds):
+        """Process callbacks for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.005)
+
+    def send(self, p, q):
+        """Publish a target pose in the base frame."""
+        msg = PoseStamped()
+        msg.header.frame_id = 'iiwa_link_0'
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
+        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+         msg.pose.orientation.w) = (float(v) for v in q)
+        self.pub.publish(msg)
+
+    def tip(self, q):
+        """Tip position of q by forward kinematics."""
+        return self.chain.forward(q)[:3, 3]
+
+    def close(self):
+        """Stop the node with SIGINT (bounded) and the client."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        return code
+
+
+def run(args):
+    """Run the demo; return the process exit code."""
+    demo = Demo(args.domain if args.domain is not None else random.randint(120, 220))
+    try:
+        end = time.monotonic() + 30.0
+        while (not demo.joints or demo.pub.get_subscription_count() == 0) and \
+                time.monotonic() < end:
+            demo.spin(0.05)
+        if not demo.joints:
+            print('ik_demo: the node did not start within 30 s')
+            return 1
+        print(f'node up: {len(demo.chain.joint_names)} joints, publishing joint_states')
+        center, size = np.array([0.55, 0.0, 0.55]), 0.18
+        p0, q0 = figure_eight(0.0, center, size, args.period)
+        demo.send(p0, q0)
+        print('moving to the start of the figure-eight (smooth move timed by the speed limits)')
+        start = time.monotonic()
+        while np.linalg.norm(demo.tip(demo.joints[-1][1]) - p0) > 1e-4 and \
+                time.monotonic() - start < 15.0:
+            demo.spin(0.1)
+        sent = [(time.monotonic(), p0, q0)]
+        start = time.monotonic()
+        last_print = 0.0
+        while time.monotonic() - start < args.duration:
+            t = time.monotonic() - start
+            p, q = figure_eight(t, center, size, args.period)
+            demo.send(p, q)
+            sent.append((time.monotonic(), p, q))
+            demo.spin(1.0 / args.rate)
+            if t - last_print >= 0.5:
+                last_print = t
+                s = demo.status
+                err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - p)
+                print(f't={t:4.1f}s  targets sent {len(sent):4d}  '
+                      f"reachable={s.get('target_reachable', '?'):5s}  tip-to-latest-target "
+                      f"{1000 * err:6.1f} mm  IK residual {s.get('position_error_m', '?')} m  "
+                      f"solve {float(s.get('solve_time_s', 'nan')) * 1e6:6.1f} us")
+        print('unreachable target: 2 m in front of the robot')
+        far = np.array([2.0, 0.0, 0.5])
+        demo.send(far, sent[-1][2])
+        demo.spin(1.0)
+        unreachable_reported = demo.status.get('target_reachable') == 'false'
+        print(f"  diagnostics: {demo.status.get('message', '?')}")
+        final_p, final_q = figure_eight(0.0, center, size, args.period)
+        demo.send(final_p, final_q)
+        print('final reachable target: back to the start of the figure-eight')
+        back = time.monotonic()
+        while np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p) > 1e-5 and \
+                time.monotonic() - back < 20.0:
+            demo.spin(0.1)
+        print(f'  arrived after {time.monotonic() - back:.1f} s')
+        final_err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p)
+        code = demo.close()
+    except KeyboardInterrupt:
+        demo.close()
+        return 130
+    times = np.array([j[0] for j in demo.joints]) - start
+    qs = np.array([j[1] for j in demo.joints])
+    vs = np.array([j[2] for j in demo.joints])
+    tips = np.array([demo.tip(q) for q in qs])
+    finite = np.all(np.isfinite(qs))
+    inside = all(demo.chain.within_limits(q) for q in qs)
+    speed_ratio = float(np.max(np.abs(vs) / demo.chain.velocity)) if len(vs) else 0.0
+    print('\nsummary')
+    print(f'  targets sent: {len(sent) + 2}, joint_states received: {len(qs)}')
+    print(f'  every joint state finite: {finite}; within joint limits: {inside}; '
+          f'largest joint speed / limit: {speed_ratio:.2f}')
+    print(f'  unreachable target reported in /diagnostics: {unreachable_reported}')
+    print(f'  final tip error: {1000 * final_err:.3f} mm; node exit code: {code}')
+    png = _plot(args.output, times, tips, np.array([s[1] for s in sent]), qs,
+                demo.chain.joint_names)
+    print(f'  plot: {png}')
+    ok = finite and inside and unreachable_reported and final_err < 1e-3 and code == 0
+    return 0 if ok else 1
+
+
+def _plot(folder, times, tips, targets, qs, names):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    os.makedirs(folder, exist_ok=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    ax1.plot(targets[:, 1], targets[:, 2], '.', ms=3, color='tab:orange', label='targets')
+    ax1.plot(tips[:, 1], tips[:, 2], '-', lw=1, color='tab:blue', label='tip (FK of joint_states)')
+    ax1.set_xlabel('y (m)')
+    ax1.set_ylabel('z (m)')
+    ax1.set_title('Tip path vs targets (y-z plane)')
+    ax1.axis('equal')
+    ax1.legend()
+    for i, name in enumerate(names):
+        ax2.plot(times, qs[:, i], lw=1, label=name)
+    ax2.set_xlabel('time (s)')
+    ax2.set_ylabel('joint position (rad)')
+    ax2.set_title('Joint trajectories')
+    ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = os.path.join(folder, 'ik_demo.png')
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main(argv=None):
+    """Entry point of the ``ik_demo`` console script."""
+    parser = argparse.ArgumentParser(prog='ik_demo', description=__doc__.splitlines()[0])
+    parser.add_argument('--duration', type=float, default=10.0, help='seconds of streaming')
+    parser.add_argument('--rate', type=float, default=20.0, help='targets per second')
+    parser.add_argument('--period', type=float, default=8.0, help='figure-eight period, s')
+    parser.add_argument('--domain', type=int, help='ROS_DOMAIN_ID (default: random 120-220)')
+    parser.add_argument('--output', default='demo_output', help='folder of the PNG')
+    return run(parser.parse_args(argv))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,76 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""``ik_target``: publish one target pose from the shell (no ROS 2 CLI needed).
+
+Example: ``ik_target 0.5 0.0 0.6 --rpy 3.14159 0 0`` publishes a PoseStamped
+on /ik_node/target_pose (frame: the base link by default, i.e. empty) until a
+subscriber has it, at most ``--wait`` seconds.
+"""
+
+import argparse
+import sys
+import time
+
+from geometry_msgs.msg import PoseStamped
+from ik_node.core.rotations import matrix_to_quaternion, ypr_to_matrix
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+
+def main(argv=None):
+    """Publish the target; exit 0 once delivered to a subscriber, 1 if none appeared."""
+    parser = argparse.ArgumentParser(prog='ik_target', description=__doc__.splitlines()[0])
+    parser.add_argument('x', type=float, help='metres, base frame')
+    parser.add_argument('y', type=float)
+    parser.add_argument('z', type=float)
+    parser.add_argument('--rpy', type=float, nargs=3, default=(0.0, 0.0, 0.0),
+                        metavar=('ROLL', 'PITCH', 'YAW'), help='orientation, radians (URDF rpy)')
+    parser.add_argument('--topic', default='/ik_node/target_pose')
+    parser.add_argument('--frame', default='', help="frame_id ('' = the base link)")
+    parser.add_argument('--best-effort', action='store_true', help='best-effort QoS')
+    parser.add_argument('--wait', type=float, default=5.0, help='seconds to wait for a reader')
+    args, ros_args = parser.parse_known_args(argv)
+    roll, pitch, yaw = args.rpy
+    q = matrix_to_quaternion(ypr_to_matrix(yaw, pitch, roll))
+    msg = PoseStamped()
+    msg.header.frame_id = args.frame
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = args.x, args.y, args.z
+    (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+     msg.pose.orientation.w) = (float(v) for v in q)
+    rclpy.init(args=ros_args)
+    node = rclpy.create_node('ik_target')
+    qos = QoSProfile(depth=1, reliability=(ReliabilityPolicy.BEST_EFFORT if args.best_effort
+                                           else ReliabilityPolicy.RELIABLE))
+    pub = node.create_publisher(PoseStamped, args.topic, qos)
+    end = time.monotonic() + args.wait
+    while pub.get_subscription_count() == 0 and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    delivered = pub.get_subscription_count() > 0
+    if delivered:
+        msg.header.stamp = node.get_clock().now().to_msg()
+        pub.publish(msg)
+        rclpy.spin_once(node, timeout_sec=0.2)
+        print(f'target ({args.x}, {args.y}, {args.z}) rpy {tuple(args.rpy)} sent on {args.topic}')
+    else:
+        print(f'ik_target: nobody subscribes to {args.topic} (is ik_node running, same '
+              'ROS_DOMAIN_ID?)', file=sys.stderr)
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0 if delivered else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

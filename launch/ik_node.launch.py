@@ -1,0 +1,64 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Bring up a bundled robot: robot_state_publisher, ik_node and (optionally) RViz.
+
+ik_node publishes joint_states itself, so no joint_state_publisher runs.
+Arguments: robot (iiwa14 or ur5e, a file pair urdf/<robot>.urdf and
+config/<robot>.yaml), rviz (true/false), namespace.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def _robot_nodes(context):
+    share = get_package_share_directory('ik_node')
+    robot = LaunchConfiguration('robot').perform(context)
+    urdf = os.path.join(share, 'urdf', f'{robot}.urdf')
+    config = os.path.join(share, 'config', f'{robot}.yaml')
+    if not (os.path.isfile(urdf) and os.path.isfile(config)):
+        known = sorted(f[:-5] for f in os.listdir(os.path.join(share, 'config'))
+                       if f.endswith('.yaml'))
+        raise RuntimeError(f"robot '{robot}' is not bundled; choose one of {', '.join(known)}")
+    with open(urdf, encoding='utf-8') as handle:
+        description = handle.read()
+    namespace = LaunchConfiguration('namespace').perform(context)
+    return [
+        Node(package='robot_state_publisher', executable='robot_state_publisher',
+             namespace=namespace, parameters=[{'robot_description': description}],
+             output='screen'),
+        Node(package='ik_node', executable='ik_node', name='ik_node', namespace=namespace,
+             parameters=[config, {'robot_description': description}], output='screen'),
+        Node(package='rviz2', executable='rviz2', namespace=namespace,
+             arguments=['-d', os.path.join(share, 'rviz', 'ik_node.rviz')],
+             condition=IfCondition(LaunchConfiguration('rviz')), output='screen'),
+    ]
+
+
+def generate_launch_description():
+    """Return the launch description (see the module docstring)."""
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value='iiwa14',
+                              description='bundled robot: iiwa14 (SRS, analytic) or ur5e'),
+        DeclareLaunchArgument('rviz', default_value='true', description='start RViz'),
+        DeclareLaunchArgument('namespace', default_value='', description='namespace'),
+        OpaqueFunction(function=_robot_nodes),
+    ])
