@@ -52,6 +52,7 @@ class TestJointStates(unittest.TestCase):
     """While running: ik_node publishes joint_states for the 7 joints."""
 
     def test_joint_states_are_published(self):
+        """Subscribe and wait (bounded) for one joint_states message."""
         rclpy.init()
         node = rclpy.create_node('launch_test_client')
         received = []
@@ -72,4 +73,5 @@ class TestShutdown(unittest.TestCase):
     """After shutdown: every process exited cleanly."""
 
     def test_exit_codes(self, proc_info):
+        """Exit codes 0, or SIGINT / SIGTERM from launch's own shutdown."""
         launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0, -2, -15])

@@ -33,7 +33,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
-from ik_node.core.rotations import axis_angle_to_quaternion, multiply, quaternion_to_matrix
+from ik_node.core.rotations import axis_angle_to_quaternion, multiply
 import numpy as np
 import rclpy
 from rclpy.context import Context
@@ -98,6 +98,14 @@ class Demo:
          msg.pose.orientation.w) = (float(v) for v in q)
         self.pub.publish(msg)
 
+    def wait_for_tip(self, position, tolerance_m, timeout_s):
+        """Spin until the tip is within tolerance of position (bounded); return seconds."""
+        start = time.monotonic()
+        while np.linalg.norm(self.tip(self.joints[-1][1]) - position) > tolerance_m and \
+                time.monotonic() - start < timeout_s:
+            self.spin(0.1)
+        return time.monotonic() - start
+
     def tip(self, q):
         """Tip position of q by forward kinematics."""
         return self.chain.forward(q)[:3, 3]
@@ -132,10 +140,7 @@ def run(args):
         p0, q0 = figure_eight(0.0, center, size, args.period)
         demo.send(p0, q0)
         print('moving to the start of the figure-eight (smooth move timed by the speed limits)')
-        start = time.monotonic()
-        while np.linalg.norm(demo.tip(demo.joints[-1][1]) - p0) > 1e-4 and \
-                time.monotonic() - start < 15.0:
-            demo.spin(0.1)
+        demo.wait_for_tip(p0, 1e-4, 15.0)
         sent = [(time.monotonic(), p0, q0)]
         start = time.monotonic()
         last_print = 0.0
@@ -162,11 +167,7 @@ def run(args):
         final_p, final_q = figure_eight(0.0, center, size, args.period)
         demo.send(final_p, final_q)
         print('final reachable target: back to the start of the figure-eight')
-        back = time.monotonic()
-        while np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p) > 1e-5 and \
-                time.monotonic() - back < 20.0:
-            demo.spin(0.1)
-        print(f'  arrived after {time.monotonic() - back:.1f} s')
+        print(f'  arrived after {demo.wait_for_tip(final_p, 1e-5, 20.0):.1f} s')
         final_err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p)
         code = demo.close()
     except KeyboardInterrupt:

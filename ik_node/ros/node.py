@@ -264,7 +264,7 @@ class IKNode(Node):
         self.target_result = self._solve(self.target)
         if not self.target_result.success:
             self.get_logger().warning(f'target unreachable: {self.target_result.reason}',
-                                   throttle_duration_sec=1.0)
+                                      throttle_duration_sec=1.0)
         if self.get_parameter('smoothing').value:
             self.trajectory.add_key(self._now(), p, q)
         else:
