@@ -84,3 +84,13 @@ def test_smoothing_json_reports_speed_and_every_implementation(capsys):
     three = [q for q in report['quality'] if q['implementation'] == 3]
     assert all(q['max_deviation_rad'] == 0.0 for q in three)
     assert report['speed']['single']['median_s'] > 0
+
+
+def test_node_benchmark_runs_over_dds(capsys):
+    assert main(['node', '--json', '-n', '5', '--rates', '100', '--seconds', '0.3',
+                 '--jitter-seconds', '0.5']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report['latency']['node_exit_code'] == 0
+    assert 0 < report['latency']['answered'] <= 5
+    assert report['jitter_250hz']['periods'] > 10
+    assert report['sustained'][0]['targets'] == 30

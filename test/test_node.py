@@ -232,3 +232,19 @@ def test_bad_configuration_exits_non_zero_with_a_clear_message(params, message):
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
     assert 'Traceback' not in result.stdout + result.stderr
+
+
+def test_without_smoothing_a_far_target_is_still_reached_over_several_ticks():
+    # Regression: with smoothing off, a target needing more than one tick of
+    # speed-limited joint motion was never completed (ticks held the state).
+    path, base, tip = ARMS['iiwa14']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    target = chain.forward(np.array([0.4, 0.9, -0.3, -1.1, 0.5, 0.6, 0.2]))
+    node = NodeUnderTest(dict(model_params('iiwa14'), smoothing='false'))
+    try:
+        node.ready()
+        node.send(target)
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             target)[0] < 1e-6, 30.0)
+    finally:
+        assert node.stop() == 0

@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, ik, rotations, seed000, smoothing
+from ik_node.bench import analytic, ik, node, rotations, seed000, smoothing
 
 
 def build_parser():
@@ -35,6 +35,7 @@ def build_parser():
     seed000.add_parser(sub)
     analytic.add_parser(sub)
     smoothing.add_parser(sub)
+    node.add_parser(sub)
     return parser
 
 

@@ -299,7 +299,9 @@ class IKNode(Node):
             return
         dt = 1.0 / self.get_parameter('publish_rate').value
         if not self.get_parameter('smoothing').value:
-            self._publish_joints(self.q, np.zeros(self.chain.n))
+            # Keep tracking the last target: a step limited by the joint speeds
+            # on arrival is completed over the following ticks.
+            self._solve_and_publish(self.target, dt)
             return
         s = self.trajectory.sample(self._now())
         pose = np.eye(4)
