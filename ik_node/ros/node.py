@@ -261,14 +261,17 @@ class IKNode(Node):
         self.target[:3, :3] = quaternion_to_matrix(q)
         self.target[:3, 3] = p
         # Report the target's own reachability now, not when the arm gets there.
+        start = time.perf_counter()
         self.target_result = self._solve(self.target)
+        self.last_solve_s = time.perf_counter() - start
         if not self.target_result.success:
             self.get_logger().warning(f'target unreachable: {self.target_result.reason}',
                                       throttle_duration_sec=1.0)
         if self.get_parameter('smoothing').value:
             self.trajectory.add_key(self._now(), p, q)
-        else:
-            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value)
+        else:  # the reachability check already solved this target: publish it
+            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
+                                    solved=self.target_result)
 
     def _on_pole(self, msg: PointStamped):
         if self.chain is None:
@@ -317,10 +320,11 @@ class IKNode(Node):
             return self.analytic.solve(pose, q_reference=self.q)
         return self.jacobian.solve(pose, self.q)
 
-    def _solve_and_publish(self, pose: np.ndarray, dt: float):
+    def _solve_and_publish(self, pose: np.ndarray, dt: float, solved=None):
         start = time.perf_counter()
-        res = self._solve(pose)
-        self.last_solve_s = time.perf_counter() - start
+        res = solved if solved is not None else self._solve(pose)
+        if solved is None:
+            self.last_solve_s = time.perf_counter() - start
         self.last_result = res
         q = res.q
         # Joint speed limits: scale the whole step (keeps the tip on its path).
