@@ -60,6 +60,12 @@ PARALLEL_SIN = 1e-9
 # Below this norm a direction is undefined (singular geometry) and the
 # documented fallback is used.
 DEGENERATE = 1e-12
+# Near a stretched elbow (swivel-circle radius below this fraction of the
+# upper arm) the swivel of a reference configuration is noise-dominated; the
+# swivel is then chosen by least joint motion: a grid, then golden section.
+STRETCHED_RADIUS = 0.05
+SWIVEL_SEARCH_GRID = 24
+SWIVEL_SEARCH_STEPS = 40
 # An elbow angle this close beyond its limit (rounding) is put on the limit.
 LIMIT_SNAP = 1e-9
 # A wrist centre this far beyond the reach (or inside the fold) is still
@@ -625,6 +631,11 @@ class AnalyticSRS:
         fb5 = float(q_ref[4]) if q_ref is not None else 0.0
         q, found, pos, rot, d, d_clamped = self._first_feasible(target, psi, order, fb1, fb5,
                                                                 q_ref)
+        if found and q_ref is not None and swivel is None and pole is None and \
+                self._near_stretched(d_clamped):
+            psi = self._least_motion_swivel(target, psi, order, fb1, fb5, q_ref)
+            q, found, pos, rot, d, d_clamped = self._first_feasible(target, psi, order, fb1,
+                                                                    fb5, q_ref)
         reason = ''
         if not found:
             q, reason = self._nearest_feasible(target, psi, order, preferred, q_ref, fb1, fb5)
@@ -649,6 +660,41 @@ class AnalyticSRS:
                 self._jit.pose_is_valid(pose, ORTHONORMAL_TOL):
             return pose
         return check_pose(pose)  # raises with the reason
+
+    def _near_stretched(self, d: float) -> bool:
+        """True when the swivel circle's radius is below STRETCHED_RADIUS x L1."""
+        m = self.model
+        cos_b = (m.upper_arm ** 2 + d * d - m.forearm ** 2) / (2.0 * m.upper_arm * d)
+        return 1.0 - min(cos_b * cos_b, 1.0) < STRETCHED_RADIUS ** 2
+
+    def _least_motion_swivel(self, target, psi, order, fb1, fb5, q_ref) -> float:
+        """Swivel angle whose solution is nearest q_ref (near a stretched elbow).
+
+        There the swivel of the reference is dominated by noise (the elbow is
+        almost on the shoulder-wrist line), and following it makes joints 3, 5
+        and 7 chatter; instead the joint-space distance to the reference is
+        minimised over psi: a coarse grid, then golden-section refinement.
+        """
+        def cost(angle):
+            q = self._first_feasible(target, angle, order, fb1, fb5, q_ref)[0]
+            return float(np.sum((q - q_ref) ** 2))
+
+        grid = psi + np.linspace(-np.pi, np.pi, SWIVEL_SEARCH_GRID, endpoint=False)
+        costs = [cost(a) for a in grid]
+        best = int(np.argmin(costs))
+        step = 2.0 * np.pi / SWIVEL_SEARCH_GRID
+        lo, hi = grid[best] - step, grid[best] + step
+        golden = (math.sqrt(5.0) - 1.0) / 2.0
+        for _ in range(SWIVEL_SEARCH_STEPS):
+            a = hi - golden * (hi - lo)
+            b = lo + golden * (hi - lo)
+            if cost(a) < cost(b):
+                hi = b
+            else:
+                lo = a
+        found = float(_wrap(np.array(0.5 * (lo + hi))))
+        # The reference's own swivel wins ties (exact when the pose is unchanged).
+        return psi if cost(psi) <= cost(found) else found
 
     def _reference_swivel_branch(self, q_ref: FloatArray):
         if self._jit is not None:
