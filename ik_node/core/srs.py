@@ -662,7 +662,7 @@ class AnalyticSRS:
         return check_pose(pose)  # raises with the reason
 
     def _near_stretched(self, d: float) -> bool:
-        """True when the swivel circle's radius is below STRETCHED_RADIUS x L1."""
+        """Return True when the swivel circle radius is below STRETCHED_RADIUS x L1."""
         m = self.model
         cos_b = (m.upper_arm ** 2 + d * d - m.forearm ** 2) / (2.0 * m.upper_arm * d)
         return 1.0 - min(cos_b * cos_b, 1.0) < STRETCHED_RADIUS ** 2
