@@ -24,11 +24,7 @@
    header stamps (the node's clock) and between arrivals (the client's).
 """
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 
 from geometry_msgs.msg import PoseStamped
@@ -36,37 +32,28 @@ from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.process import NodeProcess
 import numpy as np
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 
 Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
 
 
-class Harness:
+class Harness(NodeProcess):
     """The node as a subprocess and a client on a private ROS domain."""
 
     def __init__(self, params):
         """Start the node with ``params``; create the client."""
         urdf = bundled_urdf('iiwa14.urdf')
         self.chain = Chain.from_urdf_file(urdf, 'iiwa_link_0', 'tool0')
-        domain = random.randint(150, 230)
-        args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args',
-                '-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
+        args = ['-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
                 '-p', 'tip_link:=tool0',
                 '-p', 'initial_positions:=[' + ', '.join(f'{v:.6f}' for v in Q_START) + ']',
                 '--log-level', 'error']
         for key, value in params.items():
             args += ['-p', f'{key}:={value}']
-        self.proc = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=domain)
-        self.node = rclpy.create_node('ik_bench_node', context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
+        super().__init__(args, random.randint(150, 230), 'ik_bench_node')
         self.received = []
         qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)
@@ -85,11 +72,9 @@ class Harness:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         self.received.append((time.perf_counter(), stamp, np.array(msg.position)))
 
-    def spin(self, seconds):
-        """Process callbacks for ``seconds``."""
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.0005)
+    def spin(self, seconds, step_s=0.0005):
+        """Process callbacks for ``seconds`` (short waits: latency is measured)."""
+        super().spin(seconds, step_s)
 
     def send(self, pose):
         """Publish a target pose; return the perf_counter time of publication."""
@@ -114,19 +99,6 @@ class Harness:
         sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
         return np.linalg.norm(tip[:3, 3] - pose[:3, 3]) <= 1e-6 and \
             np.arctan2(sin, (np.trace(r) - 1) / 2) <= 1e-5
-
-    def close(self):
-        """Stop the node with SIGINT (bounded); return its exit code."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-        return code
 
 
 def _path(chain, k, step_m=5e-5):

@@ -24,8 +24,6 @@ tip path against the targets and of the joint trajectories.
 import argparse
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 
@@ -34,10 +32,8 @@ from geometry_msgs.msg import PoseStamped
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
+from ik_node.ros.process import NodeProcess
 import numpy as np
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 
 
@@ -50,25 +46,17 @@ def figure_eight(t, center, size, period):
     return p, multiply(rock, down)
 
 
-class Demo:
+class Demo(NodeProcess):
     """The node process and a client that streams targets and records joint states."""
 
     def __init__(self, domain):
         """Start the node and the client on ROS domain ``domain``."""
         urdf = bundled_urdf('iiwa14.urdf')
         self.chain = Chain.from_urdf_file(urdf, 'iiwa_link_0', 'tool0')
-        env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
-        self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'ik_node.ros.node', '--ros-args', '-p', f'urdf_path:={urdf}',
-             '-p', 'base_link:=iiwa_link_0', '-p', 'tip_link:=tool0',
-             '-p', 'max_linear_speed:=0.4',
-             '-p', 'initial_positions:=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]',
-             '--log-level', 'error'], env=env)
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=domain)
-        self.node = rclpy.create_node('ik_demo', context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
+        super().__init__(['-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
+                          '-p', 'tip_link:=tool0', '-p', 'max_linear_speed:=0.4',
+                          '-p', 'initial_positions:=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]',
+                          '--log-level', 'error'], domain, 'ik_demo')
         self.joints, self.status = [], {}
         self.node.create_subscription(JointState, 'joint_states', self._on_joints, 100)
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
@@ -81,12 +69,6 @@ class Demo:
         for status in msg.status:
             self.status = {kv.key: kv.value for kv in status.values}
             self.status['message'] = status.message
-
-    def spin(self, seconds):
-        """Process callbacks for ``seconds``."""
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.005)
 
     def send(self, p, q):
         """Publish a target pose in the base frame."""
@@ -109,19 +91,6 @@ class Demo:
     def tip(self, q):
         """Tip position of q by forward kinematics."""
         return self.chain.forward(q)[:3, 3]
-
-    def close(self):
-        """Stop the node with SIGINT (bounded) and the client."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-        return code
 
 
 def run(args):

@@ -1,0 +1,70 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""ik_node as a subprocess with a client node on the same private ROS domain.
+
+Shared by the README's main job (``ik_demo``) and ``ik_bench node``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+
+
+class NodeProcess:
+    """Start ``python -m ik_node.ros.node --ros-args ...`` and a client node.
+
+    Args:
+        ros_args: arguments after ``--ros-args`` (parameters, log level).
+        domain: ROS_DOMAIN_ID of both processes.
+        client_name: name of the client node.
+
+    """
+
+    def __init__(self, ros_args, domain: int, client_name: str):
+        """Start the node process and create the client on ``domain``."""
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'ik_node.ros.node', '--ros-args', *ros_args],
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node(client_name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def spin(self, seconds: float, step_s: float = 0.005) -> None:
+        """Process client callbacks for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=step_s)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Stop the node with SIGINT (killed after timeout_s), the client too; exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        return code
