@@ -119,6 +119,8 @@ class NodeUnderTest:
         self.executor.shutdown(timeout_sec=1.0)
         self.client.destroy_node()
         rclpy.shutdown(context=self.context)
+        if code != 0:
+            print(self.proc.stdout.read())  # shown by pytest with the failure
         return code
 
     def output(self):

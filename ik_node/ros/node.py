@@ -419,9 +419,18 @@ def main(args=None):
         code = 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:  # noqa: B902
+        # A signal arriving mid-callback can make the executor raise something
+        # other than ExternalShutdownException once the context is shutting
+        # down: that is still a requested stop. While running, re-raise.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
-            node.destroy_node()
+            try:
+                node.destroy_node()
+            except Exception:  # noqa: B902 - already torn down by the shutdown
+                pass
         if rclpy.ok():
             rclpy.try_shutdown()
     return code
