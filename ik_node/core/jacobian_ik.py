@@ -44,6 +44,7 @@ import math
 import time
 from typing import Callable, List, Optional, Tuple
 
+from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.result import check_pose, IKResult
@@ -60,7 +61,6 @@ except ImportError:  # pragma: no cover - other numpy layouts
     _gufunc_solve1 = None
 
 GOALS = ('pose', 'position', 'orientation')
-BACKENDS = ('auto', 'numpy', 'numba')
 
 # Below this rotation-error angle Jr^-1's coefficient uses its series
 # 1/12 + t^2/720 + t^4/30240 (the closed form cancels catastrophically).
@@ -136,23 +136,6 @@ def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:
         if np.isfinite(x).all():
             return x
     return np.asarray(np.linalg.solve(g, b), dtype=np.float64)
-
-
-def _load_jit(backend: str):
-    """Return the compiled-kernel module for ``backend``, or None for numpy."""
-    if backend not in BACKENDS:
-        raise InvalidInputError(f'backend: expected one of {", ".join(BACKENDS)}, '
-                                f'received {backend!r}')
-    if backend == 'numpy':
-        return None
-    try:
-        from ik_node.core import _jit_ik
-    except ImportError as exc:
-        if backend == 'numba':
-            raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
-                                    f'({exc})') from None
-        return None
-    return _jit_ik
 
 
 class JacobianIK:
@@ -238,7 +221,7 @@ class JacobianIK:
         self._upper = chain.upper
         self._continuous = chain.continuous
         self._w6 = weights
-        self._jit = _load_jit(backend)
+        (self._jit,) = load_compiled(backend, '_jit_ik')
         self.backend = 'numba' if self._jit is not None else 'numpy'
 
     # -- public -----------------------------------------------------------------

@@ -179,10 +179,6 @@ def _cubic_logs(ln_from, ln_to, ln_pre, ln_post, weight, to_t, pre_t, post_t):
                                      np.asarray(post_t, dtype=np.float64)[..., None])
 
 
-def _slerp_fast(a, b, weight):
-    return rot.slerp(a, b, weight)
-
-
 def spherical_cubic_interpolate_in_time(q_from, q_to, q_pre, q_post, weight, to_t, pre_t,
                                         post_t) -> FloatArray:
     """Interpolate orientations cubically in time (the article's implementation 3, Godot 4).
@@ -211,7 +207,7 @@ def spherical_cubic_interpolate_in_time(q_from, q_to, q_pre, q_post, weight, to_
     ln = _cubic_logs(_relative_log(t, f), zero, _relative_log(t, pre), _relative_log(t, post),
                      weight, to_t, pre_t, post_t)
     q2 = rot._multiply(t, rot._exp(ln))
-    return _slerp_fast(q1, q2, weight)
+    return rot.slerp(q1, q2, weight)
 
 
 def _implementation_1(q_from, q_to, q_pre, q_post, weight, to_t, pre_t, post_t):
@@ -234,7 +230,7 @@ def _implementation_2(q_from, q_to, q_pre, q_post, weight, to_t, pre_t, post_t):
 def _implementation_4(q_from, q_to, q_pre, q_post, weight, to_t, pre_t, post_t):
     """Article's implementation 4: logs relative to the slerp of from and to (pre-blend)."""
     f, t, pre, post = _aligned(q_from, q_to, q_pre, q_post)
-    blend = _slerp_fast(f, t, weight)
+    blend = rot.slerp(f, t, weight)
     ln = _cubic_logs(_relative_log(blend, f), _relative_log(blend, t),
                      _relative_log(blend, pre), _relative_log(blend, post), weight, to_t,
                      pre_t, post_t)

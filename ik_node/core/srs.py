@@ -43,6 +43,7 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
+from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.result import check_pose, IKResult
@@ -305,7 +306,7 @@ class AnalyticSRS:
         self._a1 = float(self._a @ self._b)
         self._a2 = float(self._a @ _cross(w4, self._b))
         self._elbow_phase = math.atan2(self._a2, self._a1)
-        self._jit, self._jit_fk = _load_jit(backend)
+        self._jit, self._jit_fk = load_compiled(backend, '_jit_srs', '_jit_ik')
         self.backend = 'numba' if self._jit is not None else 'numpy'
         self._model_args = (m.axes, m.shoulder, self._a, self._b, m.wrist_in_tip,
                             m.tip_rotation0, m.upper_arm, m.forearm, self._a1, self._a2,
@@ -767,20 +768,3 @@ class AnalyticSRS:
         err = (target[:3, :3] @ tip[:3, :3].T).tolist()
         rot = 2.0 * float(np.linalg.norm(_log1(*_from_matrix1(err))))
         return pos, rot
-
-
-def _load_jit(backend: str):
-    """Return (compiled SRS module, compiled FK module), or (None, None) for numpy."""
-    if backend not in ('auto', 'numpy', 'numba'):
-        raise InvalidInputError(f'backend: expected one of auto, numpy, numba, received '
-                                f'{backend!r}')
-    if backend == 'numpy':
-        return None, None
-    try:
-        from ik_node.core import _jit_ik, _jit_srs
-    except ImportError as exc:
-        if backend == 'numba':
-            raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
-                                    f'({exc})') from None
-        return None, None
-    return _jit_srs, _jit_ik
