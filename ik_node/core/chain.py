@@ -148,6 +148,10 @@ class Chain:
         self.velocity = np.array([j.velocity for j in free], dtype=np.float64)
         self.continuous = np.array([j.type == 'continuous' for j in free], dtype=bool)
         self._build_motion_tables(checked, index)
+        # Plain-float copies for per-tick code (a numpy call costs ~1 us each).
+        self._lower_list = self.lower.tolist()
+        self._upper_list = self.upper.tolist()
+        self._velocity_list = self.velocity.tolist()
 
     # -- construction ---------------------------------------------------------
 
@@ -233,6 +237,32 @@ class Chain:
         """Return True when every joint of ``q`` is within its limits (+- tol)."""
         arr = np.asarray(q, dtype=np.float64)
         return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
+
+    def speed_limited_step(self, q_from, q_to, dt: float) -> Tuple[FloatArray, FloatArray]:
+        """Move from ``q_from`` toward ``q_to`` for ``dt`` seconds, within every limit.
+
+        The whole step is scaled by one factor so that no joint exceeds its
+        speed limit (the tip keeps its path direction), then clipped into the
+        position limits. A non-finite ``q_to`` holds ``q_from``.
+
+        Args:
+            q_from: (n,) current joints, within the limits.
+            q_to: (n,) wanted joints.
+            dt: time step, seconds (> 0).
+
+        Returns:
+            (q_new (n,), velocity (n,) = (q_new - q_from) / dt, rad/s or m/s).
+
+        """
+        a, b = q_from.tolist(), q_to.tolist()
+        if not all(math.isfinite(v) for v in b):
+            return np.array(a), np.zeros(len(a))
+        ratio = 1.0
+        for x, y, v in zip(a, b, self._velocity_list):
+            ratio = max(ratio, abs(y - x) / (v * dt))
+        out = [min(max(x + (y - x) / ratio, lo), hi)
+               for x, y, lo, hi in zip(a, b, self._lower_list, self._upper_list)]
+        return np.array(out), np.array([(y - x) / dt for x, y in zip(a, out)])
 
     def mid_limits(self) -> FloatArray:
         """Return the middle of each joint's range (0 for unbounded joints)."""
