@@ -179,3 +179,23 @@ def test_reset_and_invalid_input():
         traj.sample(float('inf'))
     with pytest.raises(InvalidInputError, match='max_linear_speed'):
         CartesianTrajectory(np.zeros(3), IDENTITY, max_linear_speed=0.0)
+
+
+def test_planned_positions_run_from_the_current_segment_to_the_newest_key():
+    traj = CartesianTrajectory(np.zeros(3), IDENTITY, 0.0, max_linear_speed=V_MAX,
+                               max_angular_speed=W_MAX, smooth=False)
+    np.testing.assert_array_equal(traj.planned_positions(), [[0.0, 0.0, 0.0]])
+    keys = [np.array([0.01 * k, 0.0, 0.0]) for k in range(1, 4)]
+    for k, p in enumerate(keys, start=1):
+        traj.add_key(0.01 * k, p, IDENTITY)
+    np.testing.assert_array_equal(traj.planned_positions(), [np.zeros(3)] + keys)
+    t, known = 0.0, [np.zeros(3)] + keys
+    while not traj.at_rest and t < 5.0:
+        t += 0.005
+        traj.sample(t)
+        planned = traj.planned_positions()
+        # A shrinking suffix of the keys: passed keys leave, the newest stays.
+        assert len(planned) <= len(known)
+        np.testing.assert_array_equal(planned, known[len(known) - len(planned):])
+        known = list(planned)
+    np.testing.assert_array_equal(traj.planned_positions(), [keys[-1]])

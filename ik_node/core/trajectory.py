@@ -208,6 +208,10 @@ class CartesianTrajectory:
         """Keys not reached yet."""
         return len(self._keys) - 1 - self._index
 
+    def planned_positions(self) -> FloatArray:
+        """Return (k, 3) positions (metres) of the current segment's start and every later key."""
+        return np.array([key.p for key in self._keys[self._index:]])
+
     @property
     def at_rest(self) -> bool:
         """True when the last key is reached and nothing else is planned."""
