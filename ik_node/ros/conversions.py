@@ -77,12 +77,18 @@ def check_point(x: float, y: float, z: float) -> np.ndarray:
     return np.array([x, y, z])
 
 
-def joint_state(names, q: np.ndarray, velocity: Optional[np.ndarray], stamp) -> JointState:
-    """Build a JointState (positions rad/m, velocities rad/s or m/s)."""
-    msg = JointState()
+def joint_state(names, q: np.ndarray, velocity: Optional[np.ndarray], stamp,
+                msg: Optional[JointState] = None) -> JointState:
+    """Fill a JointState (positions rad/m, velocities rad/s or m/s).
+
+    ``msg`` is reused when given (the node publishes one per tick; publishing
+    serialises it, so refilling it afterwards is safe).
+    """
+    if msg is None:
+        msg = JointState()
     msg.header.stamp = stamp
-    msg.name = list(names)
-    msg.position = [float(v) for v in q]
-    if velocity is not None:
-        msg.velocity = [float(v) for v in velocity]
+    if msg.name != list(names):
+        msg.name = list(names)
+    msg.position = np.asarray(q, dtype=np.float64).tolist()
+    msg.velocity = [] if velocity is None else np.asarray(velocity, dtype=np.float64).tolist()
     return msg

@@ -24,6 +24,7 @@ joint speeds, and publishes ``joint_states``. Side outputs: ``/diagnostics``,
 """
 
 import collections
+import gc
 import sys
 import time
 from typing import Optional
@@ -53,8 +54,10 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 SOLVERS = ('auto', 'analytic', 'jacobian')
 QOS_CHOICES = ('reliable', 'best_effort')
-# Diagnostics and markers are published at these rates (Hz), below the
-# joint-state rate: they are for people and RViz.
+# Diagnostics and markers are published at about these rates (Hz), below the
+# joint-state rate: they are for people and RViz. They are sent from the
+# joint-state tick, right after its joint_states message, so that they never
+# delay one (a separate timer firing first would).
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # Depth of the target subscription queue: the newest targets matter, older
@@ -87,6 +90,7 @@ class IKNode(Node):
         self.last_result = None
         self.target_result = None
         self.last_solve_s = 0.0
+        self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -106,9 +110,12 @@ class IKNode(Node):
                                      self._guarded(self._on_description), latched)
             self.get_logger().info('waiting for the robot model on the robot_description topic')
         rate = self.get_parameter('publish_rate').value
+        self._ticks = 0
+        self._diagnostics_every = max(1, round(rate / DIAGNOSTICS_HZ))
+        self._markers_every = max(1, round(rate / MARKERS_HZ))
+        self._side_outputs = (self._guarded(self._publish_diagnostics),
+                              self._guarded(self._publish_markers))
         self.create_timer(1.0 / rate, self._guarded(self._tick))
-        self.create_timer(1.0 / DIAGNOSTICS_HZ, self._guarded(self._publish_diagnostics))
-        self.create_timer(1.0 / MARKERS_HZ, self._guarded(self._publish_markers))
 
     # -- parameters -------------------------------------------------------------------
 
@@ -218,8 +225,14 @@ class IKNode(Node):
             max_linear_speed=self.get_parameter('max_linear_speed').value,
             max_angular_speed=self.get_parameter('max_angular_speed').value)
         self.target = tip
+        # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
+        # it from the cache); pay that now, not in the first tick.
+        self.last_result = self._solve(tip)
         self.get_logger().info(f'model: {len(chain.joint_names)} joints {chain.base_link} -> '
                                f'{chain.tip_link}, solver {self.solver_name}')
+        # Everything built so far lives as long as the node: keep it out of
+        # the garbage collector's full passes (~40 ms each, measured).
+        gc.freeze()
 
     def _make_solver(self, name: str):
         self.analytic = None
@@ -271,7 +284,7 @@ class IKNode(Node):
             self.trajectory.add_key(self._now(), p, q)
         else:  # the reachability check already solved this target: publish it
             self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
-                                    solved=self.target_result)
+                                    self.get_clock().now(), solved=self.target_result)
 
     def _on_pole(self, msg: PointStamped):
         if self.chain is None:
@@ -293,24 +306,35 @@ class IKNode(Node):
         tip = self.chain.forward(self.q0)
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self._now())
         self.target = tip
-        self._publish_joints(self.q, np.zeros(self.chain.n))
+        self._publish_joints(self.q, np.zeros(self.chain.n), self.get_clock().now())
         response.success, response.message = True, 'back at the initial positions'
         return response
 
     def _tick(self):
-        if self.chain is None:
-            return
+        """Publish the joint state of this instant, then a side output when one is due."""
+        # One instant for the sample and the stamp: the state is valid at its
+        # stamp, whatever the solve costs afterwards.
+        stamp, now = self.get_clock().now(), self._now()
+        if self.chain is not None:
+            self._advance(now, stamp)
+        self._ticks += 1
+        if self._ticks % self._diagnostics_every == 0:
+            self._side_outputs[0]()
+        if (self._ticks + self._markers_every // 2) % self._markers_every == 0:
+            self._side_outputs[1]()
+
+    def _advance(self, now: float, stamp):
         dt = 1.0 / self.get_parameter('publish_rate').value
         if not self.get_parameter('smoothing').value:
             # Keep tracking the last target: a step limited by the joint speeds
             # on arrival is completed over the following ticks.
-            self._solve_and_publish(self.target, dt)
+            self._solve_and_publish(self.target, dt, stamp)
             return
-        s = self.trajectory.sample(self._now())
+        s = self.trajectory.sample(now)
         pose = np.eye(4)
         pose[:3, :3] = quaternion_to_matrix(s.quaternion)
         pose[:3, 3] = s.position
-        self._solve_and_publish(pose, dt)
+        self._solve_and_publish(pose, dt, stamp)
 
     def _solve(self, pose: np.ndarray):
         """IK of a pose, warm-started from the current joints (analytic when possible)."""
@@ -320,34 +344,28 @@ class IKNode(Node):
             return self.analytic.solve(pose, q_reference=self.q)
         return self.jacobian.solve(pose, self.q)
 
-    def _solve_and_publish(self, pose: np.ndarray, dt: float, solved=None):
+    def _solve_and_publish(self, pose: np.ndarray, dt: float, stamp, solved=None):
+        """Solve (unless ``solved``), step within the joint limits, publish at ``stamp``."""
         start = time.perf_counter()
         res = solved if solved is not None else self._solve(pose)
         if solved is None:
             self.last_solve_s = time.perf_counter() - start
         self.last_result = res
-        q = res.q
-        # Joint speed limits: scale the whole step (keeps the tip on its path).
-        step = q - self.q
-        bounded = np.isfinite(self.chain.velocity)
-        ratio = float(np.max(np.abs(step[bounded]) / (self.chain.velocity[bounded] * dt),
-                             initial=0.0))
-        if ratio > 1.0:
-            step = step / ratio
-        q_new = np.clip(self.q + step, self.chain.lower, self.chain.upper)
-        if not np.all(np.isfinite(q_new)):  # never publish NaN: hold the last state
+        # Joint speed limits scale the whole step (the tip keeps its path);
+        # a non-finite solution holds the last state: NaN is never published.
+        if not np.all(np.isfinite(res.q)):
             self.rejected['non_finite_solution'] += 1
-            q_new = self.q
-        self.q = q_new
-        self._publish_joints(q_new, step / dt)
+        self.q, velocity = self.chain.speed_limited_step(self.q, res.q, dt)
+        self._publish_joints(self.q, velocity, stamp)
 
-    def _publish_joints(self, q, velocity):
+    def _publish_joints(self, q, velocity, stamp):
         self.joint_pub.publish(joint_state(self.chain.joint_names, q, velocity,
-                                           self.get_clock().now().to_msg()))
+                                           stamp.to_msg(), self._joint_msg))
 
     # -- side outputs --------------------------------------------------------------------------
 
     def _publish_diagnostics(self):
+        """Publish one DiagnosticStatus: reachability, residuals, counts."""
         status = DiagnosticStatus(name='ik_node: inverse kinematics', hardware_id='ik_node')
         res = self.last_result
         target = self.target_result
@@ -382,6 +400,7 @@ class IKNode(Node):
         self.diag_pub.publish(msg)
 
     def _publish_markers(self):
+        """Publish the target arrow and the planned tip path (keys still ahead)."""
         if self.chain is None:
             return
         stamp = self.get_clock().now().to_msg()
@@ -399,8 +418,8 @@ class IKNode(Node):
         path.scale.x = 0.005
         path.color.b, path.color.g, path.color.a = 1.0, 0.6, 1.0
         path.pose.orientation.w = 1.0
-        keys = self.trajectory._keys[self.trajectory._index:]
-        path.points = [Point(x=float(k.p[0]), y=float(k.p[1]), z=float(k.p[2])) for k in keys]
+        path.points = [Point(x=x, y=y, z=z)
+                       for x, y, z in self.trajectory.planned_positions().tolist()]
         if len(path.points) < 2:
             path.action = Marker.DELETE
         self.marker_pub.publish(MarkerArray(markers=[target, path]))
@@ -413,6 +432,7 @@ def main(args=None):
     code = 0
     try:
         node = IKNode()
+        gc.freeze()
         rclpy.spin(node)
     except (StartupError, ParameterException) as exc:
         print(f'ik_node: cannot start: {exc}', file=sys.stderr)
