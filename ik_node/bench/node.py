@@ -20,14 +20,27 @@
 2. Sustained rate, smoothing off: bursts of targets at increasing rates; a
    rate is held when the node answers every target and the latency at the
    end of the burst has not grown (no backlog).
-3. Jitter, smoothing on, publish_rate 250 Hz: periods between joint_states
-   header stamps (the node's clock) and between arrivals (the client's).
+3. Jitter, smoothing on, publish_rate 250 Hz, while tracking a 50 Hz stream
+   of targets on a 5 cm circle: periods between joint_states header stamps
+   (the node's clock) and between arrivals (the client's).
+
+The floor: latency and jitter are mostly what rclpy and the machine cost, and
+both drift by up to 2x on a shared VM. So the same run measures the relay
+(``ik_node.bench.relay``: an rclpy node answering each target with a
+JointState, no IK), its targets interleaved one for one with the node's,
+and its 250 Hz timer back to back with the node's. The node's own cost is
+the difference.
 """
 
+import os
 import random
+import signal
+import subprocess
+import sys
 import time
 
 from geometry_msgs.msg import PoseStamped
+from ik_node.bench import relay
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
@@ -40,11 +53,48 @@ from sensor_msgs.msg import JointState
 Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
 
 
+class Relay:
+    """The floor process (``ik_node.bench.relay``) and the client side of it."""
+
+    def __init__(self, client, domain, rate_hz=0.0):
+        """Start the relay on ``domain``; subscribe with ``client`` (an rclpy node)."""
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'ik_node.bench.relay', '--rate', str(rate_hz)],
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
+        self.received, self.kinds = [], []
+        qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE)
+        client.create_subscription(JointState, relay.TOPIC_OUT, self._on_reply, qos)
+        self.pub = client.create_publisher(PoseStamped, relay.TOPIC_IN, qos)
+
+    def _on_reply(self, msg):
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        self.received.append((time.perf_counter(), stamp))
+        self.kinds.append('answer' if msg.position else 'timer')
+
+    def send(self):
+        """Publish a target; return the perf_counter time of publication."""
+        msg = PoseStamped()
+        msg.pose.orientation.w = 1.0
+        t = time.perf_counter()
+        self.pub.publish(msg)
+        return t
+
+    def close(self):
+        """Stop the relay with SIGINT (killed after 10 s)."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class Harness(NodeProcess):
     """The node as a subprocess and a client on a private ROS domain."""
 
-    def __init__(self, params):
-        """Start the node with ``params``; create the client."""
+    def __init__(self, params, relay_rate_hz=None):
+        """Start the node with ``params`` (and the relay, unless None); create the client."""
         urdf = bundled_urdf('iiwa14.urdf')
         self.chain = Chain.from_urdf_file(urdf, 'iiwa_link_0', 'tool0')
         args = ['-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
@@ -53,20 +103,39 @@ class Harness(NodeProcess):
                 '--log-level', 'error']
         for key, value in params.items():
             args += ['-p', f'{key}:={value}']
-        super().__init__(args, random.randint(150, 230), 'ik_bench_node')
+        domain = random.randint(150, 230)
+        super().__init__(args, domain, 'ik_bench_node')
+        self.relay = None if relay_rate_hz is None else Relay(self.node, domain, relay_rate_hz)
         self.received = []
         qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(JointState, 'joint_states', self._on_joints, qos)
         self.pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', qos)
-        end = time.monotonic() + 30.0
+        try:
+            self._wait_ready(30.0)
+        except BaseException:
+            self.close()  # never leave the node process behind
+            raise
+
+    def _wait_ready(self, timeout_s):
+        end = time.monotonic() + timeout_s
         while (not self.received or self.pub.get_subscription_count() == 0) and \
                 time.monotonic() < end:
             if self.proc.poll() is not None:
                 raise RuntimeError(f'ik_node exited with code {self.proc.returncode}')
             self.spin(0.05)
         if not self.received:
-            raise RuntimeError('ik_node published no joint_states within 30 s')
+            raise RuntimeError(f'ik_node published no joint_states within {timeout_s:.0f} s')
+        while self.relay is not None and self.relay.pub.get_subscription_count() == 0:
+            if time.monotonic() > end or self.relay.proc.poll() is not None:
+                raise RuntimeError('the relay did not start')
+            self.spin(0.05)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Stop the relay, then the node; return the node's exit code."""
+        if self.relay is not None:
+            self.relay.close()
+        return super().close(timeout_s)
 
     def _on_joints(self, msg):
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
@@ -121,21 +190,36 @@ def _first_reaching(h, pose, since, timeout_s):
     return None
 
 
+def _relay_reply(h, since, timeout_s):
+    """Seconds from ``since`` to the relay's answer, or None."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if h.relay.received:
+            return h.relay.received[0][0] - since
+        h.spin(0.0005)
+    return None
+
+
 def latency(n):
-    """Latency samples (s) over n targets with smoothing off."""
-    h = Harness({'smoothing': 'false', 'publish_rate': 100.0})
-    samples = []
+    """Latency samples (s) over n targets with smoothing off, and the relay's."""
+    h = Harness({'smoothing': 'false', 'publish_rate': 100.0}, relay_rate_hz=0.0)
+    samples, floor = [], []
     try:
+        h.spin(1.0)
         for k in range(1, n + 1):
             pose = _path(h.chain, k)
-            since = h.send(pose)
-            lat = _first_reaching(h, pose, since, 0.5)
+            h.received.clear()
+            lat = _first_reaching(h, pose, h.send(pose), 0.5)
             if lat is not None:
                 samples.append(lat)
-            h.received.clear()
+            h.relay.received.clear()
+            h.relay.kinds.clear()
+            lat = _relay_reply(h, h.relay.send(), 0.5)
+            if lat is not None:
+                floor.append(lat)
     finally:
         code = h.close()
-    return np.array(samples), code
+    return np.array(samples), np.array(floor), code
 
 
 def sustained(rates, seconds):
@@ -162,64 +246,117 @@ def sustained(rates, seconds):
     return out
 
 
+def _circle_stream(h, seconds, send_relay=False):
+    """Send targets on a 5 cm circle at 50 Hz (one turn in 4 s) for ``seconds``."""
+    start_pose = h.chain.forward(Q_START)
+    t0 = time.perf_counter()
+    k = 0
+    while time.perf_counter() - t0 < seconds:
+        k += 1
+        while time.perf_counter() < t0 + k * 0.02:
+            h.executor.spin_once(timeout_sec=0.002)
+        angle = 2.0 * np.pi * k * 0.02 / 4.0
+        pose = start_pose.copy()
+        pose[:3, 3] += 0.05 * np.array([np.cos(angle) - 1.0, np.sin(angle), 0.0])
+        if send_relay:
+            h.relay.send()
+        else:
+            h.send(pose)
+
+
 def jitter(seconds):
-    """Publish-period statistics (s) at 250 Hz with smoothing on."""
+    """Periods (s) at 250 Hz: node stamps, node arrivals, relay stamps, relay arrivals.
+
+    The node (smoothing on) tracks a 50 Hz stream of targets on a circle;
+    then the relay's 250 Hz timer runs, answering the same stream, for as long.
+    """
     h = Harness({'smoothing': 'true', 'publish_rate': 250.0})
     try:
+        h.spin(1.0)
         h.received.clear()
-        h.spin(seconds)
+        _circle_stream(h, seconds)
     finally:
         h.close()
-    stamps = np.array([r[1] for r in h.received])
-    arrivals = np.array([r[0] for r in h.received])
-    return np.diff(stamps), np.diff(arrivals)
+    h2 = Harness({'publish_rate': 1.0}, relay_rate_hz=250.0)
+    try:
+        h2.spin(1.0)
+        h2.relay.received.clear()
+        h2.relay.kinds.clear()
+        _circle_stream(h2, seconds, send_relay=True)
+    finally:
+        h2.close()
+    node = np.array([r[:2] for r in h.received])
+    # The relay's timer messages carry no position; its answers to targets do.
+    floor = np.array([r for r, m in zip(h2.relay.received, h2.relay.kinds) if m == 'timer'])
+    return (np.diff(node[:, 1]), np.diff(node[:, 0]), np.diff(floor[:, 1]),
+            np.diff(floor[:, 0]))
+
+
+def _period_stats(periods, nominal):
+    dev = np.abs(periods - nominal)
+    return {'periods': int(periods.size), 'mean_rate_hz': float(1.0 / np.mean(periods)),
+            'p50_abs_dev_s': float(np.percentile(dev, 50)),
+            'p99_abs_dev_s': float(np.percentile(dev, 99))}
+
+
+def _latency_stats(samples, n):
+    return {'answered': int(samples.size), 'of': n,
+            'p50_s': float(np.percentile(samples, 50)),
+            'p99_s': float(np.percentile(samples, 99)), 'max_s': float(samples.max())}
 
 
 def run(args):
     """Run the three measurements and print tables (or one JSON object)."""
-    lat, code = latency(args.n)
+    lat, lat_floor, code = latency(args.n)
     sus = sustained(args.rates, args.seconds)
-    node_periods, arrival_periods = jitter(args.jitter_seconds)
+    stamps, arrivals, floor_stamps, floor_arrivals = jitter(args.jitter_seconds)
     nominal = 1.0 / 250.0
     report = {
         'benchmark': 'node', 'machine': machine_info(), 'n': args.n,
-        'latency': {'answered': int(lat.size), 'p50_s': float(np.percentile(lat, 50)),
-                    'p99_s': float(np.percentile(lat, 99)), 'max_s': float(lat.max()),
-                    'node_exit_code': code},
+        'latency': dict(_latency_stats(lat, args.n), node_exit_code=code),
+        'latency_floor': _latency_stats(lat_floor, args.n),
         'sustained': sus,
-        'jitter_250hz': {
-            'periods': int(node_periods.size),
-            'stamp_p50_abs_dev_s': float(np.percentile(np.abs(node_periods - nominal), 50)),
-            'stamp_p99_abs_dev_s': float(np.percentile(np.abs(node_periods - nominal), 99)),
-            'arrival_p99_abs_dev_s': float(np.percentile(np.abs(arrival_periods - nominal), 99)),
-            'mean_rate_hz': float(1.0 / np.mean(node_periods))},
+        'jitter_250hz': {'stamps': _period_stats(stamps, nominal),
+                         'arrivals': _period_stats(arrivals, nominal)},
+        'jitter_250hz_floor': {'stamps': _period_stats(floor_stamps, nominal),
+                               'arrivals': _period_stats(floor_arrivals, nominal)},
     }
     if args.json:
         print_json(report)
         return 0
+    _print_report(report, args)
+    return 0
+
+
+def _print_report(report, args):
     info = report['machine']
     print(f"ik_bench node  (iiwa14, analytic; {info['cpu']}, {info['cores']} cores; "
           f"commit {info['commit']})")
-    la = report['latency']
-    print_table(['measure', 'value'], [
-        (f'latency p50 (smoothing off, {la["answered"]}/{args.n} targets)',
-         f'{la["p50_s"] * 1e3:.3f} ms'),
-        ('latency p99', f'{la["p99_s"] * 1e3:.3f} ms'),
-        ('latency max', f'{la["max_s"] * 1e3:.3f} ms')])
+    la, fl = report['latency'], report['latency_floor']
+
+    def ms(value):
+        return f'{value * 1e3:.3f} ms'
+    print_table(['latency, smoothing off', f'ik_node ({la["answered"]}/{args.n})',
+                 f'relay floor ({fl["answered"]}/{args.n})', 'ik_node - floor'],
+                [(label, ms(la[key]), ms(fl[key]), ms(la[key] - fl[key]))
+                 for label, key in (('p50', 'p50_s'), ('p99', 'p99_s'), ('max', 'max_s'))])
     print()
     print_table(['target rate', 'targets', 'joint_states per target', 'latency of the last'],
                 [(f"{s['rate_hz']:.0f} Hz", s['targets'], f"{s['messages_per_target']:.2f}",
                   'not reached' if s['end_latency_s'] is None
-                  else f"{s['end_latency_s'] * 1e3:.2f} ms") for s in sus])
+                  else f"{s['end_latency_s'] * 1e3:.2f} ms") for s in report['sustained']])
     print()
-    j = report['jitter_250hz']
-    print_table(['publish_rate 250 Hz, smoothing on', 'value'], [
-        ('periods measured', j['periods']), ('mean rate', f"{j['mean_rate_hz']:.1f} Hz"),
-        ('|period - 4 ms| p50 (header stamps)', f"{j['stamp_p50_abs_dev_s'] * 1e3:.3f} ms"),
-        ('|period - 4 ms| p99 (header stamps)', f"{j['stamp_p99_abs_dev_s'] * 1e3:.3f} ms"),
-        ('|period - 4 ms| p99 (arrival at the client)',
-         f"{j['arrival_p99_abs_dev_s'] * 1e3:.3f} ms")])
-    return 0
+    j, f = report['jitter_250hz'], report['jitter_250hz_floor']
+    print_table(['250 Hz, |period - 4 ms|', 'ik_node (smoothing on)', 'relay floor'], [
+        ('periods measured', j['stamps']['periods'], f['stamps']['periods']),
+        ('mean rate', f"{j['stamps']['mean_rate_hz']:.1f} Hz",
+         f"{f['stamps']['mean_rate_hz']:.1f} Hz"),
+        ('p50, header stamps', ms(j['stamps']['p50_abs_dev_s']),
+         ms(f['stamps']['p50_abs_dev_s'])),
+        ('p99, header stamps', ms(j['stamps']['p99_abs_dev_s']),
+         ms(f['stamps']['p99_abs_dev_s'])),
+        ('p99, arrival at the client', ms(j['arrivals']['p99_abs_dev_s']),
+         ms(f['arrivals']['p99_abs_dev_s']))])
 
 
 def add_parser(subparsers):

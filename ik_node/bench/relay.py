@@ -1,0 +1,73 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The floor of ``ik_bench node``: the least an rclpy node can do.
+
+``python -m ik_node.bench.relay [--rate HZ]`` answers each PoseStamped on
+``/ik_bench/relay/target_pose`` with a JointState on
+``/ik_bench/relay/joint_states`` (no IK), and with ``--rate`` also publishes
+a JointState from a timer. Same client library, executor and middleware as
+ik_node, so its latency and jitter, measured in the same run, are what the
+machine and rclpy cost before ik_node does any work.
+"""
+
+import argparse
+import gc
+import sys
+
+from geometry_msgs.msg import PoseStamped
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from sensor_msgs.msg import JointState
+
+TOPIC_IN = '/ik_bench/relay/target_pose'
+TOPIC_OUT = '/ik_bench/relay/joint_states'
+
+
+def main(argv=None):
+    """Run the relay until SIGINT / SIGTERM."""
+    parser = argparse.ArgumentParser(prog='ik_node.bench.relay')
+    parser.add_argument('--rate', type=float, default=0.0, help='timer rate, Hz (0: none)')
+    args = parser.parse_args(argv)
+    rclpy.init()
+    node = rclpy.create_node('ik_bench_relay')
+    pub = node.create_publisher(JointState, TOPIC_OUT, 10)
+
+    def answer(msg: PoseStamped):
+        out = JointState()
+        out.header.stamp = node.get_clock().now().to_msg()
+        out.position = [msg.pose.position.x, msg.pose.position.y, msg.pose.position.z]
+        pub.publish(out)
+
+    def tick():
+        out = JointState()
+        out.header.stamp = node.get_clock().now().to_msg()
+        pub.publish(out)
+
+    node.create_subscription(PoseStamped, TOPIC_IN, answer, 10)
+    if args.rate > 0.0:
+        node.create_timer(1.0 / args.rate, tick)
+    gc.freeze()  # as ik_node does: no full collection of start-up objects
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
