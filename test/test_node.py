@@ -46,7 +46,7 @@ ARMS = {
 class NodeUnderTest:
     """The node as a subprocess and a client node on a fresh ROS domain."""
 
-    def __init__(self, params, namespace=None, extra_args=()):
+    def __init__(self, params, namespace=None, extra_args=(), joint_topic=None):
         """Start the node with ``params`` (and a namespace); create the client."""
         self.domain = unique_domain_id()
         env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1')
@@ -59,7 +59,8 @@ class NodeUnderTest:
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.prefix = f'{namespace}/ik_node' if namespace else '/ik_node'
-        self.joint_topic = f'{namespace}/joint_states' if namespace else '/joint_states'
+        self.joint_topic = joint_topic or (f'{namespace}/joint_states' if namespace
+                                           else '/joint_states')
         self.context = Context()
         rclpy.init(context=self.context, domain_id=self.domain)
         self.client = rclpy.create_node('test_client', context=self.context)
@@ -248,5 +249,48 @@ def test_without_smoothing_a_far_target_is_still_reached_over_several_ticks():
         node.send(target)
         assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
                                              target)[0] < 1e-6, 30.0)
+    finally:
+        assert node.stop() == 0
+
+
+def test_description_by_parameter_file_remapping_and_run_time_parameters(tmp_path):
+    from rcl_interfaces.msg import Parameter as ParameterMsg, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    import yaml
+    path, base, tip = ARMS['iiwa14']
+    params_file = tmp_path / 'params.yaml'
+    params_file.write_text(yaml.safe_dump({'ik_node': {'ros__parameters': {
+        'robot_description': path.read_text(), 'base_link': base, 'tip_link': tip}}}))
+    node = NodeUnderTest({}, extra_args=['--params-file', str(params_file),
+                                         '-r', 'joint_states:=/arm/joint_commands'],
+                         joint_topic='/arm/joint_commands')
+    try:
+        node.ready()
+        chain = Chain.from_urdf_file(str(path), base, tip)
+        assert list(node.joints[-1].name) == chain.joint_names
+        setter = node.client.create_client(SetParameters, '/ik_node/set_parameters')
+        assert setter.wait_for_service(timeout_sec=10.0)
+
+        def set_one(name, value):
+            """Set one parameter on the node; return its SetParametersResult."""
+            v = (ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+                 if isinstance(value, float) else
+                 ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value))
+            future = setter.call_async(SetParameters.Request(
+                parameters=[ParameterMsg(name=name, value=v)]))
+            assert node.wait(future.done, 10.0)
+            return future.result().results[0]
+        assert set_one('max_linear_speed', 0.2).successful
+        refused = set_one('max_linear_speed', 50.0)         # beyond its range
+        assert not refused.successful and refused.reason
+        refused = set_one('solver', 'magic')
+        assert not refused.successful and 'solver must be one of' in refused.reason
+        refused = set_one('publish_rate', 10.0)
+        assert not refused.successful and 'only be set at start-up' in refused.reason
+        # The node still works, with the accepted speed limit.
+        target = chain.forward(np.array([0.1, 0.6, 0.0, -1.0, 0.2, 0.8, 0.0]))
+        node.send(target)
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             target)[0] <= 1e-4, 30.0)
     finally:
         assert node.stop() == 0
