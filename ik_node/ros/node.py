@@ -63,6 +63,8 @@ MARKERS_HZ = 5.0
 # Depth of the target subscription queue: the newest targets matter, older
 # ones are dropped by the middleware (and the trajectory bounds its own).
 TARGET_QUEUE_DEPTH = 10
+# Solve-time percentiles in the diagnostics are over this many recent solves.
+SOLVE_TIME_WINDOW = 1000
 
 
 class StartupError(Exception):
@@ -90,6 +92,9 @@ class IKNode(Node):
         self.last_result = None
         self.target_result = None
         self.last_solve_s = 0.0
+        self.solve_times = collections.deque(maxlen=SOLVE_TIME_WINDOW)
+        self.targets_received = 0
+        self._target_unchecked = False
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
@@ -225,6 +230,7 @@ class IKNode(Node):
             max_linear_speed=self.get_parameter('max_linear_speed').value,
             max_angular_speed=self.get_parameter('max_angular_speed').value)
         self.target = tip
+        self.target_result, self._target_unchecked = None, False
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
         self.last_result = self._solve(tip)
@@ -270,21 +276,27 @@ class IKNode(Node):
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
             return
+        self.targets_received += 1
         self.target = np.eye(4)
         self.target[:3, :3] = quaternion_to_matrix(q)
         self.target[:3, 3] = p
-        # Report the target's own reachability now, not when the arm gets there.
-        start = time.perf_counter()
-        self.target_result = self._solve(self.target)
-        self.last_solve_s = time.perf_counter() - start
+        if self.get_parameter('smoothing').value:
+            self.trajectory.add_key(self._now(), p, q)
+            # Its reachability is checked in the next tick, after the joint
+            # states: under a flood only the newest target costs a solve.
+            self._target_unchecked = True
+        else:  # solve and publish now: the lowest latency
+            self._check_target_reachability()
+            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
+                                    self.get_clock().now(), solved=self.target_result)
+
+    def _check_target_reachability(self):
+        """Solve the newest target from the current joints; report when unreachable."""
+        self._target_unchecked = False
+        self.target_result = self._timed_solve(self.target)
         if not self.target_result.success:
             self.get_logger().warning(f'target unreachable: {self.target_result.reason}',
                                       throttle_duration_sec=1.0)
-        if self.get_parameter('smoothing').value:
-            self.trajectory.add_key(self._now(), p, q)
-        else:  # the reachability check already solved this target: publish it
-            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
-                                    self.get_clock().now(), solved=self.target_result)
 
     def _on_pole(self, msg: PointStamped):
         if self.chain is None:
@@ -306,6 +318,7 @@ class IKNode(Node):
         tip = self.chain.forward(self.q0)
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self._now())
         self.target = tip
+        self.target_result, self._target_unchecked = None, False
         self._publish_joints(self.q, np.zeros(self.chain.n), self.get_clock().now())
         response.success, response.message = True, 'back at the initial positions'
         return response
@@ -317,6 +330,8 @@ class IKNode(Node):
         stamp, now = self.get_clock().now(), self._now()
         if self.chain is not None:
             self._advance(now, stamp)
+            if self._target_unchecked:
+                self._check_target_reachability()
         self._ticks += 1
         if self._ticks % self._diagnostics_every == 0:
             self._side_outputs[0]()
@@ -344,12 +359,16 @@ class IKNode(Node):
             return self.analytic.solve(pose, q_reference=self.q)
         return self.jacobian.solve(pose, self.q)
 
+    def _timed_solve(self, pose: np.ndarray):
+        start = time.perf_counter()
+        res = self._solve(pose)
+        self.last_solve_s = time.perf_counter() - start
+        self.solve_times.append(self.last_solve_s)
+        return res
+
     def _solve_and_publish(self, pose: np.ndarray, dt: float, stamp, solved=None):
         """Solve (unless ``solved``), step within the joint limits, publish at ``stamp``."""
-        start = time.perf_counter()
-        res = solved if solved is not None else self._solve(pose)
-        if solved is None:
-            self.last_solve_s = time.perf_counter() - start
+        res = solved if solved is not None else self._timed_solve(pose)
         self.last_result = res
         # Joint speed limits scale the whole step (the tip keeps its path);
         # a non-finite solution holds the last state: NaN is never published.
@@ -390,6 +409,11 @@ class IKNode(Node):
                            'position_error_m': f'{res.position_error:.3g}',
                            'orientation_error_rad': f'{res.orientation_error:.3g}',
                            'solve_time_s': f'{self.last_solve_s:.3g}'})
+        if self.solve_times:
+            p50, p99, top = np.percentile(self.solve_times, [50, 99, 100])
+            values.update({'solve_time_p50_s': f'{p50:.3g}', 'solve_time_p99_s': f'{p99:.3g}',
+                           'solve_time_max_s': f'{top:.3g}'})
+        values['targets_received'] = str(self.targets_received)
         if self.chain is not None:
             values.update({'keys_retimed': str(self.trajectory.retimed),
                            'keys_dropped': str(self.trajectory.dropped),
