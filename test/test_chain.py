@@ -243,3 +243,26 @@ def test_speed_limited_step_holds_on_a_non_finite_goal(arm):
         q_new, v = chain.speed_limited_step(q_from, q_to, 0.01)
         np.testing.assert_array_equal(q_new, q_from)
         np.testing.assert_array_equal(v, np.zeros(chain.n))
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_reach_bound_holds_for_every_configuration(arm, seed):
+    chain = arm[0]
+    q = random_q(chain, np.random.default_rng(seed))
+    assert np.linalg.norm(chain.forward(q)[:3, 3]) <= chain.reach_bound()
+
+
+def test_reach_bound_counts_prismatic_travel():
+    xml = """<robot name="slider">
+      <link name="a"/><link name="b"/><link name="c"/>
+      <joint name="j1" type="prismatic"><parent link="a"/><child link="b"/>
+        <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/>
+        <limit lower="-0.2" upper="0.7" effort="1" velocity="1"/></joint>
+      <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
+        <origin xyz="0.3 0 0"/></joint>
+    </robot>"""
+    chain = Chain.from_urdf_string(xml, 'a', 'c')
+    # Tip at (0.3 + q, 0, 0.5): farthest at q = 0.7, |(1.0, 0, 0.5)| = 1.118 <= 0.5 + 0.3 + 0.7.
+    assert chain.reach_bound() == pytest.approx(1.5)
+    assert np.linalg.norm(chain.forward(np.array([0.7]))[:3, 3]) <= chain.reach_bound()

@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, ik, node, rotations, seed000, smoothing
+from ik_node.bench import analytic, fuzz, ik, node, rotations, seed000, smoothing
 
 
 def build_parser():
@@ -36,6 +36,7 @@ def build_parser():
     analytic.add_parser(sub)
     smoothing.add_parser(sub)
     node.add_parser(sub)
+    fuzz.add_parser(sub)
     return parser
 
 

@@ -264,6 +264,20 @@ class Chain:
                for x, y, lo, hi in zip(a, b, self._lower_list, self._upper_list)]
         return np.array(out), np.array([(y - x) / dt for x, y in zip(a, out)])
 
+    def reach_bound(self) -> float:
+        """Return an upper bound of the tip's distance from the base origin, metres.
+
+        The sum of the link offsets (triangle inequality) plus the largest
+        travel of each prismatic joint; inf when a prismatic joint is unbounded.
+        """
+        lengths = float(np.sum(np.linalg.norm(self._pre_trans, axis=1)))
+        lengths += float(np.linalg.norm(self._tip[:3, 3]))
+        free = self._driver[self._prismatic]
+        mult = np.abs(self._mult[self._prismatic])
+        offset = np.abs(self._offset[self._prismatic])
+        travel = mult * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free])) + offset
+        return lengths + float(np.sum(travel))
+
     def mid_limits(self) -> FloatArray:
         """Return the middle of each joint's range (0 for unbounded joints)."""
         bounded = np.isfinite(self.lower) & np.isfinite(self.upper)

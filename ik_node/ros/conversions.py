@@ -18,10 +18,15 @@
 import math
 from typing import Optional, Tuple
 
-from geometry_msgs.msg import Pose, PoseStamped
+from geometry_msgs.msg import PointStamped, Pose, PoseStamped
 from ik_node.core.rotations import MIN_QUAT_NORM
 import numpy as np
 from sensor_msgs.msg import JointState
+
+
+# Coordinates at or beyond this (metres) are refused as absurd (a robot arm's
+# workspace is metres; 1e300 would overflow the solver's squares).
+MAX_ABS_POSITION_M = 1e6
 
 
 class RejectedMessage(ValueError):
@@ -54,26 +59,45 @@ def check_target(msg: PoseStamped, base_link: str) -> Tuple[np.ndarray, np.ndarr
             not a dependency: targets must be given in the base frame).
 
     """
-    frame = msg.header.frame_id
-    if frame not in ('', base_link):
-        raise RejectedMessage('wrong_frame', f"frame_id '{frame}' is neither empty nor the base "
-                              f"link '{base_link}' (no tf2: send targets in the base frame)")
+    _check_frame(msg.header.frame_id, base_link)
     p, q = msg.pose.position, msg.pose.orientation
     values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
     if not all(math.isfinite(v) for v in values):
         raise RejectedMessage('not_finite', f'pose has NaN or inf: {values}')
-    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
+    # Scaled norm: components of 1e300 would overflow a plain sum of squares
+    # (norm inf, the quaternion divided down to zero).
+    scale = max(abs(v) for v in values[3:])
+    scaled = [v / scale for v in values[3:]] if scale > 0.0 else [0.0] * 4
+    root = math.sqrt(sum(v * v for v in scaled))
+    norm = scale * root  # inf for components near the float maximum: fine here
     if norm < MIN_QUAT_NORM:
         raise RejectedMessage('zero_quaternion', f'orientation norm {norm:.3g} is ~0')
-    if not all(abs(v) < 1e6 for v in values[:3]):
-        raise RejectedMessage('absurd_position', f'position {values[:3]} beyond 1e6 m')
-    return np.array(values[:3]), np.array(values[3:]) / norm
+    if not all(abs(v) < MAX_ABS_POSITION_M for v in values[:3]):
+        raise RejectedMessage('absurd_position',
+                              f'position {values[:3]} beyond {MAX_ABS_POSITION_M:.0e} m')
+    return np.array(values[:3]), np.array(scaled) / root
 
 
-def check_point(x: float, y: float, z: float) -> np.ndarray:
-    """Validate a pole point; raises RejectedMessage when not finite."""
-    if not all(math.isfinite(v) and abs(v) < 1e6 for v in (x, y, z)):
+def _check_frame(frame: str, base_link: str) -> None:
+    if frame not in ('', base_link):
+        raise RejectedMessage('wrong_frame', f"frame_id '{frame}' is neither empty nor the base "
+                              f"link '{base_link}' (no tf2: send targets in the base frame)")
+
+
+def check_point(msg: PointStamped, base_link: str) -> np.ndarray:
+    """Validate a pole point; return it (3,) in metres, base frame.
+
+    Raises:
+        RejectedMessage: wrong_frame, not_finite or absurd_position (as check_target).
+
+    """
+    _check_frame(msg.header.frame_id, base_link)
+    x, y, z = msg.point.x, msg.point.y, msg.point.z
+    if not all(math.isfinite(v) for v in (x, y, z)):
         raise RejectedMessage('not_finite', f'point ({x}, {y}, {z}) is not finite')
+    if not all(abs(v) < MAX_ABS_POSITION_M for v in (x, y, z)):
+        raise RejectedMessage('absurd_position',
+                              f'point ({x}, {y}, {z}) beyond {MAX_ABS_POSITION_M:.0e} m')
     return np.array([x, y, z])
 
 

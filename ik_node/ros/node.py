@@ -40,7 +40,8 @@ from ik_node.core.trajectory import CartesianTrajectory
 from ik_node.ros.conversions import check_point, check_target, joint_state, RejectedMessage
 from ik_node.urdf import chain_from_urdf_file, chain_from_urdf_string
 import numpy as np
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
+    SetParametersResult
 import rclpy
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
@@ -60,9 +61,9 @@ QOS_CHOICES = ('reliable', 'best_effort')
 # delay one (a separate timer firing first would).
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
-# Depth of the target subscription queue: the newest targets matter, older
-# ones are dropped by the middleware (and the trajectory bounds its own).
-TARGET_QUEUE_DEPTH = 10
+# Targets farther from the base than this times the chain's reach bound are
+# pulled onto that sphere (they are out of reach either way).
+WORKSPACE_MARGIN = 1.25
 # Solve-time percentiles in the diagnostics are over this many recent solves.
 SOLVE_TIME_WINDOW = 1000
 
@@ -76,6 +77,12 @@ def _descriptor(text: str, low: Optional[float] = None,
     d = ParameterDescriptor(description=text)
     if low is not None:
         d.floating_point_range = [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
+    return d
+
+
+def _int_descriptor(text: str, low: int, high: int) -> ParameterDescriptor:
+    d = ParameterDescriptor(description=text)
+    d.integer_range = [IntegerRange(from_value=low, to_value=high, step=1)]
     return d
 
 
@@ -93,7 +100,7 @@ class IKNode(Node):
         self.target_result = None
         self.last_solve_s = 0.0
         self.solve_times = collections.deque(maxlen=SOLVE_TIME_WINDOW)
-        self.targets_received = 0
+        self.targets_received = self.poles_received = self.targets_clamped = 0
         self._target_unchecked = False
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
@@ -104,7 +111,8 @@ class IKNode(Node):
         self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
         self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
                                  self._target_qos())
-        self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole), 10)
+        self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole),
+                                 self.get_parameter('target_queue_depth').value)
         self.create_service(Trigger, '~/reset', self._on_reset)
         self._load_model_from_parameters()
         if self.chain is None:
@@ -142,6 +150,9 @@ class IKNode(Node):
             'tip rotation speed limit, rad/s', 1e-3, 20.0))
         self.declare_parameter('target_qos', 'reliable', _descriptor(
             'reliability of ~/target_pose: reliable or best_effort (teleop streams)'))
+        self.declare_parameter('target_queue_depth', 10, _int_descriptor(
+            'depth of the ~/target_pose queue (keep last: beyond it the oldest unread '
+            'target is dropped)', 1, 10000))
         self.declare_parameter('initial_positions', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'start joint vector in chain order (default: mid-limits)'))
         self.declare_parameter('ik_timeout', 0.005, _descriptor(
@@ -157,7 +168,7 @@ class IKNode(Node):
     def _on_set_parameters(self, params) -> SetParametersResult:
         """Validate run-time changes; the old value is kept when one is refused."""
         fixed = {'robot_description', 'urdf_path', 'base_link', 'tip_link', 'publish_rate',
-                 'target_qos', 'initial_positions'}
+                 'target_qos', 'target_queue_depth', 'initial_positions'}
         for p in params:
             if p.name in fixed and self.chain is not None:
                 return SetParametersResult(successful=False,
@@ -174,7 +185,8 @@ class IKNode(Node):
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
-        return QoSProfile(depth=TARGET_QUEUE_DEPTH, history=HistoryPolicy.KEEP_LAST,
+        return QoSProfile(depth=self.get_parameter('target_queue_depth').value,
+                          history=HistoryPolicy.KEEP_LAST,
                           reliability=(ReliabilityPolicy.RELIABLE if reliable
                                        else ReliabilityPolicy.BEST_EFFORT))
 
@@ -221,6 +233,7 @@ class IKNode(Node):
         else:
             q0 = chain.mid_limits()
         self.chain = chain
+        self.reach = chain.reach_bound()
         self.q0 = q0
         self.q = q0.copy()
         self._make_solver(self.get_parameter('solver').value)
@@ -277,6 +290,7 @@ class IKNode(Node):
             self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.targets_received += 1
+        p = self._within_workspace(p)
         self.target = np.eye(4)
         self.target[:3, :3] = quaternion_to_matrix(q)
         self.target[:3, 3] = p
@@ -290,6 +304,21 @@ class IKNode(Node):
             self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
                                     self.get_clock().now(), solved=self.target_result)
 
+    def _within_workspace(self, p: np.ndarray) -> np.ndarray:
+        """Pull a far target onto the workspace sphere (base frame, metres).
+
+        Beyond WORKSPACE_MARGIN x the chain's reach bound a target is out of
+        reach anyway (the arm goes to the closest reachable pose); pulling it
+        in keeps the Cartesian trajectory from spending hours on the way to a
+        point a kilometre off, behind which later targets would wait.
+        """
+        radius = WORKSPACE_MARGIN * self.reach
+        distance = float(np.linalg.norm(p))
+        if distance <= radius:
+            return p
+        self.targets_clamped += 1
+        return p * (radius / distance)
+
     def _check_target_reachability(self):
         """Solve the newest target from the current joints; report when unreachable."""
         self._target_unchecked = False
@@ -300,15 +329,15 @@ class IKNode(Node):
 
     def _on_pole(self, msg: PointStamped):
         if self.chain is None:
-            return
-        frame = msg.header.frame_id
-        if frame not in ('', self.chain.base_link):
-            self.rejected['wrong_frame'] += 1
+            self.rejected['no_model'] += 1
             return
         try:
-            self.pole = check_point(msg.point.x, msg.point.y, msg.point.z)
+            self.pole = check_point(msg, self.chain.base_link)
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
+            self.get_logger().warning(f'pole rejected: {exc}', throttle_duration_sec=1.0)
+            return
+        self.poles_received += 1
 
     def _on_reset(self, request, response):
         if self.chain is None:
@@ -414,6 +443,8 @@ class IKNode(Node):
             values.update({'solve_time_p50_s': f'{p50:.3g}', 'solve_time_p99_s': f'{p99:.3g}',
                            'solve_time_max_s': f'{top:.3g}'})
         values['targets_received'] = str(self.targets_received)
+        values['poles_received'] = str(self.poles_received)
+        values['targets_clamped_to_workspace'] = str(self.targets_clamped)
         if self.chain is not None:
             values.update({'keys_retimed': str(self.trajectory.retimed),
                            'keys_dropped': str(self.trajectory.dropped),

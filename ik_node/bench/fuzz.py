@@ -1,0 +1,260 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_bench fuzz``: garbage and valid targets through the node over DDS.
+
+Hypothesis (seeded) draws batches of PoseStamped / PointStamped messages with
+NaN, inf, huge (1e300) and denormal values, zero and non-unit quaternions,
+empty / unknown / odd frame_ids, stamps in the future and going backwards,
+and bursts of identical targets; each batch ends with a reachable target.
+The node must stay up, publish only finite joint states within the limits,
+count every rejected message under its reason, and reach every one of the
+reachable targets. The test suite runs the same session, CI-sized.
+
+The expected reason of each message is computed here from the raw numbers
+(``expected_reason``), independently of the node's own checks.
+"""
+
+import math
+import time
+from typing import Dict, List, Optional, Tuple
+
+from geometry_msgs.msg import PointStamped, PoseStamped
+from ik_node.bench.common import machine_info, print_json, print_table
+from ik_node.bench.ik import bundled_urdf
+from ik_node.core.chain import Chain
+from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.process import NodeProcess
+import numpy as np
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+
+BASE, TIP = 'iiwa_link_0', 'tool0'
+Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
+# Spec of the node's input checks (README, "Bad input"): a quaternion norm
+# below this is zero; coordinates at or beyond this many metres are absurd.
+MIN_QUAT_NORM = 1e-6
+MAX_ABS_POSITION_M = 1e6
+SPECIAL = [math.nan, math.inf, -math.inf, 1e300, -1e300, 5e-324, -5e-324, 0.0, -0.0,
+           1e6, -1e6, 999999.0, 1e-7, 2.0]
+
+
+def expected_reason(kind: str, frame: str, values) -> Optional[str]:
+    """Reason a message must be rejected for, or None when it is valid.
+
+    ``kind`` is 'pose' (values: x y z qx qy qz qw) or 'pole' (x y z). Checks in
+    the documented order: frame, finite, quaternion norm, absurd position.
+    """
+    if frame not in ('', BASE):
+        return 'wrong_frame'
+    if not all(math.isfinite(v) for v in values):
+        return 'not_finite'
+    if kind == 'pose' and math.hypot(*values[3:]) < MIN_QUAT_NORM:
+        return 'zero_quaternion'
+    if not all(abs(v) < MAX_ABS_POSITION_M for v in values[:3]):
+        return 'absurd_position'
+    return None
+
+
+def message_batches(max_batch: int = 12):
+    """Hypothesis strategy: lists of (kind, frame, values, stamp, repeat)."""
+    from hypothesis import strategies as st
+    number = st.one_of(st.sampled_from(SPECIAL), st.floats(-2.0, 2.0), st.floats(-2.0, 2.0),
+                       st.floats(allow_nan=True, allow_infinity=True))
+    tiny = st.sampled_from([0.0, -0.0, 5e-324, -5e-324, 1e-300, 1e-7, -3e-7])
+    quaternion = st.one_of(st.tuples(*[number] * 4), st.tuples(*[tiny] * 4),
+                           st.tuples(*[st.floats(-1e3, 1e3)] * 4))
+    frame = st.one_of(st.sampled_from(['', BASE]), st.sampled_from(['', BASE]),
+                      st.sampled_from(['world', 'map', TIP, ' ', BASE + ' ', 'ü', '/' + BASE]),
+                      st.text(max_size=12))
+    stamp = st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(0, 999_999_999))
+    pose = st.tuples(st.just('pose'), frame,
+                     st.builds(lambda p, q: p + q, st.tuples(*[number] * 3), quaternion), stamp,
+                     st.sampled_from([1, 1, 1, 5]))
+    pole = st.tuples(st.just('pole'), frame, st.tuples(*[number] * 3), stamp, st.just(1))
+    return st.lists(st.one_of(pose, pole), min_size=1, max_size=max_batch)
+
+
+class FuzzSession(NodeProcess):
+    """ik_node (iiwa14) as a subprocess and a client that fuzzes it."""
+
+    def __init__(self, domain: int, smoothing: bool = True):
+        """Start the node on ``domain`` and wait until it publishes."""
+        urdf = bundled_urdf('iiwa14.urdf')
+        self.chain = Chain.from_urdf_file(urdf, BASE, TIP)
+        args = ['-p', f'urdf_path:={urdf}', '-p', f'base_link:={BASE}', '-p', f'tip_link:={TIP}',
+                '-p', 'initial_positions:=[' + ', '.join(f'{v:.6f}' for v in Q_START) + ']',
+                '-p', f'smoothing:={str(smoothing).lower()}', '-p', 'target_queue_depth:=1000',
+                # High Cartesian limits: valid garbage targets metres apart
+                # must not take minutes; joint speed limits still hold.
+                '-p', 'max_linear_speed:=10.0', '-p', 'max_angular_speed:=20.0',
+                '--log-level', 'error']
+        super().__init__(args, domain, 'ik_fuzz_client')
+        self.rng = np.random.default_rng(domain)
+        self.joints: List[Tuple[float, np.ndarray]] = []
+        self.bad_joints = 0
+        self.diagnostics: Dict[str, str] = {}
+        self.sent: Dict[str, int] = {}
+        self.valid = {'pose': 0, 'pole': 0}
+        self.reached = self.missed = 0
+        qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(JointState, 'joint_states', self._on_joints, qos)
+        from diagnostic_msgs.msg import DiagnosticArray
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+        self.pose_pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', qos)
+        self.pole_pub = self.node.create_publisher(PointStamped, '/ik_node/pole_target', qos)
+        try:
+            self._wait(lambda: self.joints and self.pose_pub.get_subscription_count() > 0
+                       and self.pole_pub.get_subscription_count() > 0, 30.0, 'start-up')
+        except BaseException:
+            self.close()
+            raise
+
+    def _on_joints(self, msg):
+        q = np.array(msg.position)
+        if q.shape != (self.chain.n,) or not np.all(np.isfinite(q)) or \
+                not self.chain.within_limits(q):
+            self.bad_joints += 1
+        self.joints.append((time.monotonic(), q))
+        del self.joints[:-200]
+
+    def _on_diag(self, msg):
+        for status in msg.status:
+            self.diagnostics = {kv.key: kv.value for kv in status.values}
+
+    def _wait(self, predicate, timeout_s, what):
+        end = time.monotonic() + timeout_s
+        while not predicate():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f'ik_node exited with code {self.proc.returncode} ({what})')
+            if time.monotonic() > end:
+                raise TimeoutError(f'{what}: not within {timeout_s} s')
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def send_batch(self, batch) -> None:
+        """Publish a drawn batch (spaced by 1 ms), tallying the expected rejections."""
+        for kind, frame, values, (sec, nanosec), repeat in batch:
+            reason = expected_reason(kind, frame, values)
+            for _ in range(repeat):
+                if kind == 'pose':
+                    msg = PoseStamped()
+                    (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z,
+                     msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+                     msg.pose.orientation.w) = values
+                    pub = self.pose_pub
+                else:
+                    msg = PointStamped()
+                    msg.point.x, msg.point.y, msg.point.z = values
+                    pub = self.pole_pub
+                msg.header.frame_id = frame
+                msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+                pub.publish(msg)
+                if reason is None:
+                    self.valid[kind] += 1
+                else:
+                    self.sent[reason] = self.sent.get(reason, 0) + 1
+                self.executor.spin_once(timeout_sec=0.001)
+
+    def reach_valid_target(self, timeout_s: float = 30.0) -> bool:
+        """Send a reachable target near the start pose; return whether the arm got there."""
+        q_goal = np.clip(Q_START + self.rng.uniform(-0.4, 0.4, self.chain.n),
+                         self.chain.lower, self.chain.upper)
+        pose = self.chain.forward(q_goal)
+        msg = PoseStamped()
+        msg.header.frame_id = BASE if self.rng.random() < 0.5 else ''
+        (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z) = \
+            (float(v) for v in pose[:3, 3])
+        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+         msg.pose.orientation.w) = (float(v) for v in matrix_to_quaternion(pose[:3, :3]))
+        # A pole from the garbage may have turned the elbow: the check is on
+        # the tip pose only (the swivel is free).
+        self.pose_pub.publish(msg)
+        self.valid['pose'] += 1
+
+        def arrived():
+            tip = self.chain.forward(self.joints[-1][1])
+            return np.linalg.norm(tip[:3, 3] - pose[:3, 3]) <= 1e-4 and \
+                np.linalg.norm(tip[:3, :3] - pose[:3, :3]) <= 1e-3
+        try:
+            self._wait(arrived, timeout_s, 'valid target')
+        except TimeoutError:
+            self.missed += 1
+            return False
+        self.reached += 1
+        return True
+
+    def counted(self) -> Dict[str, int]:
+        """Rejected counts by reason from the node's newest diagnostics."""
+        return {k[len('rejected_'):]: int(v) for k, v in self.diagnostics.items()
+                if k.startswith('rejected_') and k != 'rejected_messages'}
+
+    def wait_for_counts(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the node's diagnostics count what was sent; return whether they do."""
+        def agree():
+            return self.counted() == {k: v for k, v in self.sent.items() if v} and \
+                int(self.diagnostics.get('targets_received', -1)) == self.valid['pose'] and \
+                int(self.diagnostics.get('poles_received', -1)) == self.valid['pole']
+        try:
+            self._wait(agree, timeout_s, 'diagnostics counts')
+        except TimeoutError:
+            return False
+        return True
+
+
+def run(args):
+    """Fuzz for ``--examples`` batches; print a table (or JSON); exit 1 on any failure."""
+    from hypothesis import given, HealthCheck, Phase, seed, settings
+    import random
+    session = FuzzSession(random.Random(args.seed).randint(150, 230))
+    started = time.perf_counter()
+    try:
+        @seed(args.seed)
+        @settings(max_examples=args.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+        @given(message_batches())
+        def one(batch):
+            session.send_batch(batch)
+            session.reach_valid_target()
+        one()
+        counts_agree = session.wait_for_counts()
+        alive = session.proc.poll() is None
+    finally:
+        code = session.close()
+    report = {'benchmark': 'fuzz', 'machine': machine_info(), 'examples': args.examples,
+              'messages_rejected': sum(session.sent.values()),
+              'rejected_by_reason': session.sent, 'node_counted': session.counted(),
+              'counts_agree': counts_agree, 'valid_targets': session.valid['pose'],
+              'valid_poles': session.valid['pole'], 'valid_targets_reached': session.reached,
+              'valid_targets_missed': session.missed,
+              'bad_joint_states': session.bad_joints, 'node_alive_until_stopped': alive,
+              'node_exit_code': code, 'seconds': time.perf_counter() - started}
+    ok = counts_agree and alive and code == 0 and not session.missed and not session.bad_joints
+    report['ok'] = ok
+    if args.json:
+        print_json(report)
+    else:
+        print(f"ik_bench fuzz  ({args.examples} batches; {report['machine']['cpu']}; "
+              f"commit {report['machine']['commit']})")
+        print_table(['measure', 'value'], [(k, v) for k, v in report.items()
+                                           if k not in ('benchmark', 'machine')])
+    return 0 if ok else 1
+
+
+def add_parser(subparsers):
+    """Register the ``fuzz`` subcommand."""
+    p = subparsers.add_parser('fuzz', help='fuzz the node with garbage and valid targets')
+    p.add_argument('--examples', type=int, default=300,
+                   help='hypothesis batches, each ending with a reachable target')
+    p.set_defaults(func=run)

@@ -1,0 +1,75 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The node's input checks against an independent classifier, over garbage."""
+
+import math
+
+from geometry_msgs.msg import PointStamped, PoseStamped
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ik_node.bench.fuzz import BASE, expected_reason, message_batches
+from ik_node.ros.conversions import check_point, check_target, RejectedMessage
+import numpy as np
+
+
+@settings(max_examples=300)
+@given(message_batches(max_batch=4))
+def test_checks_reject_exactly_what_the_spec_rejects(batch):
+    for kind, frame, values, _, _ in batch:
+        if kind == 'pose':
+            msg = PoseStamped()
+            (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z,
+             msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+             msg.pose.orientation.w) = values
+        else:
+            msg = PointStamped()
+            msg.point.x, msg.point.y, msg.point.z = values
+        msg.header.frame_id = frame
+        want = expected_reason(kind, frame, values)
+        try:
+            out = check_target(msg, BASE) if kind == 'pose' else check_point(msg, BASE)
+        except RejectedMessage as exc:
+            assert exc.reason == want, (values, str(exc))
+            continue
+        assert want is None
+        if kind == 'pose':
+            p, q = out
+            # Unit, finite, and the direction of the input (math.hypot does not overflow).
+            norm = math.hypot(*values[3:])
+            assert abs(float(q @ q) - 1.0) <= 1e-12
+            np.testing.assert_allclose(q, [v / norm for v in values[3:]], atol=1e-12)
+            np.testing.assert_array_equal(p, values[:3])
+        else:
+            np.testing.assert_array_equal(out, values)
+
+
+@given(st.sampled_from([1.7e308, 1e300, 1e200, 1e-6]))
+def test_huge_quaternions_normalise_without_overflow(scale):
+    msg = PoseStamped()
+    msg.pose.orientation.x = msg.pose.orientation.w = scale
+    _, q = check_target(msg, '')
+    np.testing.assert_allclose(q, [math.sqrt(0.5), 0.0, 0.0, math.sqrt(0.5)], atol=1e-15)
+
+
+@given(st.sampled_from([5e-324, 3e-160, 1e-7]))
+def test_tiny_quaternions_are_zero(scale):
+    msg = PoseStamped()
+    msg.pose.orientation.x = msg.pose.orientation.w = scale
+    try:
+        check_target(msg, '')
+    except RejectedMessage as exc:
+        assert exc.reason == 'zero_quaternion'
+    else:
+        raise AssertionError('accepted a quaternion of norm ~0')
