@@ -12,11 +12,28 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Hardening over real DDS: fuzzed messages (CI-sized run of ``ik_bench fuzz``)."""
+"""Hardening over real DDS: fuzzing, malformed models and parameters, shutdown."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 
 from hypothesis import given, HealthCheck, settings
 from ik_node.bench.fuzz import FuzzSession, message_batches
-from ros_helpers import unique_domain_id
+from ik_node.core.chain import Chain
+import numpy as np
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from ros_helpers import unique_domain_id, wait_until
+from std_msgs.msg import String
+from test_node import ARMS, model_params, NodeUnderTest, pose_errors
+from test_urdf import CASES, CORPUS
 
 
 def test_fuzzed_messages_are_counted_and_valid_targets_still_reached():
@@ -35,3 +52,133 @@ def test_fuzzed_messages_are_counted_and_valid_targets_still_reached():
         assert session.proc.poll() is None
     finally:
         assert session.close() == 0
+
+
+# -- malformed robot models ----------------------------------------------------------
+
+
+def _start(params, timeout_s=60):
+    cmd = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+    for key, value in params.items():
+        cmd += ['-p', f'{key}:={value}']
+    env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+
+
+@pytest.mark.parametrize('name, base, tip, pattern', CASES, ids=[c[0] for c in CASES])
+def test_malformed_urdf_stops_the_node_at_start_up_with_the_reason(name, base, tip, pattern):
+    result = _start({'urdf_path': str(CORPUS / name), 'base_link': base, 'tip_link': tip})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert re.search(pattern, output), output
+    assert 'Traceback' not in output
+
+
+def test_a_10_mb_urdf_is_refused_at_start_up(tmp_path):
+    big = tmp_path / 'big.urdf'
+    body = ''.join(f'<link name="l{k}"/>' for k in range(500_000))
+    big.write_text(f'<robot name="big">{body}</robot>')
+    assert big.stat().st_size > 10e6
+    result = _start({'urdf_path': str(big), 'base_link': 'l0', 'tip_link': 'l1'})
+    assert result.returncode == 1
+    assert 'is above the 4,000,000-byte limit' in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize('params, message', [
+    ({'publish_rate': 5000.0}, 'publish_rate'),
+    ({'max_linear_speed': -1.0}, 'max_linear_speed'),
+    ({'target_queue_depth': 0}, 'target_queue_depth'),
+    ({'initial_positions': '[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0]'}, 'initial_positions'),
+    ({'initial_positions': '[0.0, 0.0]'}, 'initial_positions'),
+])
+def test_parameters_out_of_range_stop_the_node_at_start_up(params, message):
+    result = _start(dict(model_params('iiwa14'), **params))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and message in output and 'Traceback' not in output, output
+
+
+def test_bad_robot_description_updates_are_refused_and_the_old_model_kept():
+    path, base, tip = ARMS['iiwa14']
+    node = NodeUnderTest({'base_link': base, 'tip_link': tip})
+    try:
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        desc = node.client.create_publisher(String, '/robot_description', latched)
+        desc.publish(String(data=path.read_text()))
+        node.ready()
+        bad = ['not_xml.urdf', 'xxe_local_file.urdf', 'cycle.urdf', 'nan_axis.urdf']
+        for name in bad:
+            desc.publish(String(data=(CORPUS / name).read_text()))
+            node.spin(0.2)
+        assert node.wait(lambda: node.diagnostic('rejected_robot_description') == str(len(bad)),
+                         10.0), node.diagnostic('rejected_robot_description')
+        chain = Chain.from_urdf_file(str(path), base, tip)
+        target = chain.forward(np.array([0.2, 0.7, 0.1, -1.0, 0.0, 0.6, 0.3]))
+        node.send(target)
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             target)[0] <= 1e-4, 30.0)
+    finally:
+        assert node.stop() == 0
+
+
+# -- shutdown, restart, callback errors ------------------------------------------------
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
+def test_signal_stops_within_a_second_cleanly_and_a_restart_works_at_once(sig):
+    before = set(os.listdir('/dev/shm'))
+    path, base, tip = ARMS['iiwa14']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    first = NodeUnderTest(model_params('iiwa14'))
+    try:
+        first.ready()
+        first.send(chain.forward(np.array([0.3, 0.8, 0.0, -1.0, 0.0, 0.6, 0.0])))
+        first.spin(0.3)  # moving when the signal arrives
+        first.proc.send_signal(sig)
+        start = time.monotonic()
+        code = first.proc.wait(timeout=10.0)
+        elapsed = time.monotonic() - start
+    finally:
+        first.stop()
+    assert code == 0 and elapsed <= 1.0, (code, elapsed)
+    # Every shared-memory file of the node (and of the client) is gone.
+    assert set(os.listdir('/dev/shm')) - before == set()
+    second = NodeUnderTest(model_params('iiwa14'), domain=first.domain)
+    try:
+        second.ready(timeout_s=10.0)
+        target = chain.forward(np.array([0.1, 0.6, 0.0, -1.1, 0.0, 0.7, 0.0]))
+        second.send(target)
+        assert second.wait(lambda: pose_errors(chain, np.array(second.joints[-1].position),
+                                               target)[0] <= 1e-4, 30.0)
+    finally:
+        assert second.stop() == 0
+
+
+def test_an_exception_in_a_callback_is_logged_counted_and_survived():
+    from ik_node.ros.node import IKNode
+    from rclpy.parameter import Parameter
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    path, base, tip = ARMS['iiwa14']
+    node = IKNode(context=context, parameter_overrides=[
+        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
+        Parameter('tip_link', value=tip), Parameter('publish_rate', value=200.0)])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    published = []
+    original_publish = node.joint_pub.publish
+    node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
+    try:
+        def broken(pose):
+            raise RuntimeError('injected failure')
+        node._solve = broken
+        assert wait_until(lambda: node.callback_errors >= 3, 10.0,
+                          lambda p: executor.spin_once(timeout_sec=p))
+        del node._solve  # the class's method again
+        published.clear()
+        assert wait_until(lambda: len(published) >= 5, 10.0,
+                          lambda p: executor.spin_once(timeout_sec=p))
+        assert all(np.all(np.isfinite(m.position)) for m in published)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.shutdown(context=context)

@@ -46,9 +46,9 @@ ARMS = {
 class NodeUnderTest:
     """The node as a subprocess and a client node on a fresh ROS domain."""
 
-    def __init__(self, params, namespace=None, extra_args=(), joint_topic=None):
+    def __init__(self, params, namespace=None, extra_args=(), joint_topic=None, domain=None):
         """Start the node with ``params`` (and a namespace); create the client."""
-        self.domain = unique_domain_id()
+        self.domain = unique_domain_id() if domain is None else domain
         env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1')
         args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
         for key, value in params.items():
