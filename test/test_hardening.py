@@ -32,7 +32,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from ros_helpers import unique_domain_id, wait_until
 from std_msgs.msg import String
-from test_node import ARMS, model_params, NodeUnderTest, pose_errors
+from test_node import ARMS, model_params, NodeUnderTest
 from test_urdf import CASES, CORPUS
 
 
@@ -112,10 +112,7 @@ def test_bad_robot_description_updates_are_refused_and_the_old_model_kept():
         assert node.wait(lambda: node.diagnostic('rejected_robot_description') == str(len(bad)),
                          10.0), node.diagnostic('rejected_robot_description')
         chain = Chain.from_urdf_file(str(path), base, tip)
-        target = chain.forward(np.array([0.2, 0.7, 0.1, -1.0, 0.0, 0.6, 0.3]))
-        node.send(target)
-        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
-                                             target)[0] <= 1e-4, 30.0)
+        assert node.reaches(chain, [0.2, 0.7, 0.1, -1.0, 0.0, 0.6, 0.3])
     finally:
         assert node.stop() == 0
 
@@ -145,10 +142,7 @@ def test_signal_stops_within_a_second_cleanly_and_a_restart_works_at_once(sig):
     second = NodeUnderTest(model_params('iiwa14'), domain=first.domain)
     try:
         second.ready(timeout_s=10.0)
-        target = chain.forward(np.array([0.1, 0.6, 0.0, -1.1, 0.0, 0.7, 0.0]))
-        second.send(target)
-        assert second.wait(lambda: pose_errors(chain, np.array(second.joints[-1].position),
-                                               target)[0] <= 1e-4, 30.0)
+        assert second.reaches(chain, [0.1, 0.6, 0.0, -1.1, 0.0, 0.7, 0.0])
     finally:
         assert second.stop() == 0
 

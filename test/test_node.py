@@ -99,6 +99,13 @@ class NodeUnderTest:
          msg.pose.orientation.w) = (float(v) for v in q)
         self.target_pub.publish(msg)
 
+    def reaches(self, chain, q_goal, timeout_s=30.0):
+        """Send the tip pose of ``q_goal``; return whether the arm gets within 1e-4 m of it."""
+        target = chain.forward(np.asarray(q_goal, dtype=float))
+        self.send(target)
+        return self.wait(lambda: pose_errors(chain, np.array(self.joints[-1].position),
+                                             target)[0] <= 1e-4, timeout_s)
+
     def diagnostic(self, key):
         """Return the newest diagnostics value for ``key`` (None if not seen)."""
         for array in reversed(self.diagnostics):
@@ -288,9 +295,6 @@ def test_description_by_parameter_file_remapping_and_run_time_parameters(tmp_pat
         refused = set_one('publish_rate', 10.0)
         assert not refused.successful and 'only be set at start-up' in refused.reason
         # The node still works, with the accepted speed limit.
-        target = chain.forward(np.array([0.1, 0.6, 0.0, -1.0, 0.2, 0.8, 0.0]))
-        node.send(target)
-        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
-                                             target)[0] <= 1e-4, 30.0)
+        assert node.reaches(chain, [0.1, 0.6, 0.0, -1.0, 0.2, 0.8, 0.0])
     finally:
         assert node.stop() == 0
