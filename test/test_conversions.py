@@ -20,8 +20,11 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.bench.fuzz import BASE, expected_reason, message_batches
-from ik_node.ros.conversions import check_point, check_target, RejectedMessage
+from ik_node.core import rotations as rot
+from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
+    pose_to_matrix, RejectedMessage
 import numpy as np
+from strategies import unit_quaternions
 
 
 @settings(max_examples=300)
@@ -73,3 +76,12 @@ def test_tiny_quaternions_are_zero(scale):
         assert exc.reason == 'zero_quaternion'
     else:
         raise AssertionError('accepted a quaternion of norm ~0')
+
+
+@settings(max_examples=100)
+@given(unit_quaternions(), st.tuples(*[st.floats(-3.0, 3.0)] * 3))
+def test_matrix_to_pose_inverts_pose_to_matrix(q, p):
+    t = np.eye(4)
+    t[:3, :3] = rot.quaternion_to_matrix(q)
+    t[:3, 3] = p
+    np.testing.assert_allclose(pose_to_matrix(matrix_to_pose(t)), t, atol=1e-14)

@@ -25,7 +25,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from ik_node.bench.ik import independent_forward
 from ik_node.core.chain import Chain
-from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
 import pytest
 import rclpy
@@ -90,13 +90,8 @@ class NodeUnderTest:
 
     def send(self, pose, frame=''):
         """Publish a 4x4 pose as the target."""
-        msg = PoseStamped()
+        msg = PoseStamped(pose=matrix_to_pose(pose))
         msg.header.frame_id = frame
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = \
-            (float(v) for v in pose[:3, 3])
-        q = matrix_to_quaternion(pose[:3, :3])
-        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-         msg.pose.orientation.w) = (float(v) for v in q)
         self.target_pub.publish(msg)
 
     def reaches(self, chain, q_goal, timeout_s=30.0):

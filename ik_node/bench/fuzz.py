@@ -34,7 +34,7 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
-from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -172,12 +172,8 @@ class FuzzSession(NodeProcess):
         q_goal = np.clip(Q_START + self.rng.uniform(-0.4, 0.4, self.chain.n),
                          self.chain.lower, self.chain.upper)
         pose = self.chain.forward(q_goal)
-        msg = PoseStamped()
+        msg = PoseStamped(pose=matrix_to_pose(pose))
         msg.header.frame_id = BASE if self.rng.random() < 0.5 else ''
-        (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z) = \
-            (float(v) for v in pose[:3, 3])
-        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-         msg.pose.orientation.w) = (float(v) for v in matrix_to_quaternion(pose[:3, :3]))
         # A pole from the garbage may have turned the elbow: the check is on
         # the tip pose only (the swivel is free).
         self.pose_pub.publish(msg)

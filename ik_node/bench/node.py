@@ -44,7 +44,7 @@ from ik_node.bench import relay
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
-from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -147,11 +147,7 @@ class Harness(NodeProcess):
 
     def send(self, pose):
         """Publish a target pose; return the perf_counter time of publication."""
-        msg = PoseStamped()
-        (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z) = \
-            (float(v) for v in pose[:3, 3])
-        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-         msg.pose.orientation.w) = (float(v) for v in matrix_to_quaternion(pose[:3, :3]))
+        msg = PoseStamped(pose=matrix_to_pose(pose))
         t = time.perf_counter()
         self.pub.publish(msg)
         return t

@@ -19,7 +19,7 @@ import math
 from typing import Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, Pose, PoseStamped
-from ik_node.core.rotations import MIN_QUAT_NORM
+from ik_node.core.rotations import matrix_to_quaternion, MIN_QUAT_NORM
 import numpy as np
 from sensor_msgs.msg import JointState
 
@@ -48,6 +48,20 @@ def pose_to_matrix(pose: Pose) -> np.ndarray:
                  [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
     t[:3, 3] = [p.x, p.y, p.z]
     return t
+
+
+def pose_msg(position, quaternion) -> Pose:
+    """Return a geometry_msgs/Pose of a position (3,) in metres and a quaternion (x, y, z, w)."""
+    pose = Pose()
+    pose.position.x, pose.position.y, pose.position.z = (float(v) for v in position)
+    (pose.orientation.x, pose.orientation.y, pose.orientation.z,
+     pose.orientation.w) = (float(v) for v in quaternion)
+    return pose
+
+
+def matrix_to_pose(t: np.ndarray) -> Pose:
+    """Return the geometry_msgs/Pose of a 4x4 transform (the inverse of pose_to_matrix)."""
+    return pose_msg(t[:3, 3], matrix_to_quaternion(t[:3, :3]))
 
 
 def check_target(msg: PoseStamped, base_link: str) -> Tuple[np.ndarray, np.ndarray]:

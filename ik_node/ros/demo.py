@@ -32,6 +32,7 @@ from geometry_msgs.msg import PoseStamped
 from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
+from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import NodeProcess
 import numpy as np
 from sensor_msgs.msg import JointState
@@ -75,9 +76,7 @@ class Demo(NodeProcess):
         msg = PoseStamped()
         msg.header.frame_id = 'iiwa_link_0'
         msg.header.stamp = self.node.get_clock().now().to_msg()
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
-        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-         msg.pose.orientation.w) = (float(v) for v in q)
+        msg.pose = pose_msg(p, q)
         self.pub.publish(msg)
 
     def wait_for_tip(self, position, tolerance_m, timeout_s):

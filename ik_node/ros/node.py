@@ -37,7 +37,8 @@ from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.rotations import matrix_to_quaternion, quaternion_to_matrix
 from ik_node.core.srs import AnalyticSRS
 from ik_node.core.trajectory import CartesianTrajectory
-from ik_node.ros.conversions import check_point, check_target, joint_state, RejectedMessage
+from ik_node.ros.conversions import check_point, check_target, joint_state, matrix_to_pose, \
+    RejectedMessage
 from ik_node.urdf import chain_from_urdf_file, chain_from_urdf_string
 import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
@@ -461,11 +462,7 @@ class IKNode(Node):
         stamp = self.get_clock().now().to_msg()
         target = Marker(type=Marker.ARROW, action=Marker.ADD, id=0, ns='target')
         target.header.frame_id, target.header.stamp = self.chain.base_link, stamp
-        q = matrix_to_quaternion(self.target[:3, :3])
-        target.pose.position.x, target.pose.position.y, target.pose.position.z = \
-            (float(v) for v in self.target[:3, 3])
-        (target.pose.orientation.x, target.pose.orientation.y, target.pose.orientation.z,
-         target.pose.orientation.w) = (float(v) for v in q)
+        target.pose = matrix_to_pose(self.target)
         target.scale.x, target.scale.y, target.scale.z = 0.1, 0.015, 0.015
         target.color.r, target.color.g, target.color.a = 1.0, 0.4, 1.0
         path = Marker(type=Marker.LINE_STRIP, action=Marker.ADD, id=1, ns='planned_path')

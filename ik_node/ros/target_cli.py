@@ -26,6 +26,7 @@ import time
 
 from geometry_msgs.msg import PoseStamped
 from ik_node.core.rotations import matrix_to_quaternion, ypr_to_matrix
+from ik_node.ros.conversions import pose_msg
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
@@ -47,9 +48,7 @@ def main(argv=None):
     q = matrix_to_quaternion(ypr_to_matrix(yaw, pitch, roll))
     msg = PoseStamped()
     msg.header.frame_id = args.frame
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = args.x, args.y, args.z
-    (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-     msg.pose.orientation.w) = (float(v) for v in q)
+    msg.pose = pose_msg((args.x, args.y, args.z), q)
     rclpy.init(args=ros_args)
     node = rclpy.create_node('ik_target')
     qos = QoSProfile(depth=1, reliability=(ReliabilityPolicy.BEST_EFFORT if args.best_effort
