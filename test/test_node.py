@@ -293,3 +293,37 @@ def test_description_by_parameter_file_remapping_and_run_time_parameters(tmp_pat
         assert node.reaches(chain, [0.1, 0.6, 0.0, -1.0, 0.2, 0.8, 0.0])
     finally:
         assert node.stop() == 0
+
+
+def test_ik_target_command_moves_the_arm_to_the_pose_it_publishes():
+    path, base, tip = ARMS['iiwa14']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    node = NodeUnderTest(model_params('iiwa14'))
+    try:
+        node.ready()
+        env = dict(os.environ, ROS_DOMAIN_ID=str(node.domain))
+        sent = subprocess.run([sys.executable, '-m', 'ik_node.ros.target_cli', '0.5', '0.1', '0.6',
+                               '--rpy', '0.0', '3.1', '0.2', '--frame', base],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert sent.returncode == 0, sent.stderr
+        target = np.eye(4)
+        target[:3, 3] = [0.5, 0.1, 0.6]
+        # URDF rpy: R = Rz(yaw) Ry(pitch) Rx(roll), built here independently.
+        (cr, sr), (cp, sp), (cy, sy) = ((np.cos(a), np.sin(a)) for a in (0.0, 3.1, 0.2))
+        target[:3, :3] = (np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+                          @ np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+                          @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]]))
+        assert node.wait(lambda: max(np.array(pose_errors(
+            chain, np.array(node.joints[-1].position), target)) / [1e-4, 1e-3]) <= 1.0, 30.0)
+    finally:
+        assert node.stop() == 0
+
+
+def test_the_readme_main_job_runs_and_checks_itself(tmp_path):
+    env = dict(os.environ, MPLBACKEND='Agg')
+    result = subprocess.run([sys.executable, '-m', 'ik_node.ros.demo', '--duration', '2',
+                             '--domain', str(unique_domain_id()), '--output', str(tmp_path)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'unreachable target reported in /diagnostics: True' in result.stdout
+    assert (tmp_path / 'ik_demo.png').stat().st_size > 10_000
