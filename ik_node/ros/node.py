@@ -94,6 +94,8 @@ class IKNode(Node):
         """Declare parameters, load the robot model, create the ROS interfaces."""
         super().__init__('ik_node', **kwargs)
         self._declare_parameters()
+        # publish_rate is fixed at start-up (refused at run time).
+        self._period = 1.0 / self.get_parameter('publish_rate').value
         self.rejected = collections.Counter()
         self.callback_errors = 0
         self.chain: Optional[Chain] = None
@@ -127,9 +129,9 @@ class IKNode(Node):
         self._ticks = 0
         self._diagnostics_every = max(1, round(rate / DIAGNOSTICS_HZ))
         self._markers_every = max(1, round(rate / MARKERS_HZ))
-        self._side_outputs = (self._guarded(self._publish_diagnostics),
-                              self._guarded(self._publish_markers))
-        self.create_timer(1.0 / rate, self._guarded(self._tick))
+        self._diagnostics = self._guarded(self._publish_diagnostics)
+        self._markers = self._guarded(self._publish_markers)
+        self.create_timer(self._period, self._guarded(self._tick))
 
     # -- parameters -------------------------------------------------------------------
 
@@ -302,8 +304,8 @@ class IKNode(Node):
             self._target_unchecked = True
         else:  # solve and publish now: the lowest latency
             self._check_target_reachability()
-            self._solve_and_publish(self.target, 1.0 / self.get_parameter('publish_rate').value,
-                                    self.get_clock().now(), solved=self.target_result)
+            self._solve_and_publish(self.target, self._period, self.get_clock().now(),
+                                    solved=self.target_result)
 
     def _within_workspace(self, p: np.ndarray) -> np.ndarray:
         """Pull a far target onto the workspace sphere (base frame, metres).
@@ -364,22 +366,21 @@ class IKNode(Node):
                 self._check_target_reachability()
         self._ticks += 1
         if self._ticks % self._diagnostics_every == 0:
-            self._side_outputs[0]()
+            self._diagnostics()
         if (self._ticks + self._markers_every // 2) % self._markers_every == 0:
-            self._side_outputs[1]()
+            self._markers()
 
     def _advance(self, now: float, stamp):
-        dt = 1.0 / self.get_parameter('publish_rate').value
         if not self.get_parameter('smoothing').value:
             # Keep tracking the last target: a step limited by the joint speeds
             # on arrival is completed over the following ticks.
-            self._solve_and_publish(self.target, dt, stamp)
+            self._solve_and_publish(self.target, self._period, stamp)
             return
         s = self.trajectory.sample(now)
         pose = np.eye(4)
         pose[:3, :3] = quaternion_to_matrix(s.quaternion)
         pose[:3, 3] = s.position
-        self._solve_and_publish(pose, dt, stamp)
+        self._solve_and_publish(pose, self._period, stamp)
 
     def _solve(self, pose: np.ndarray):
         """IK of a pose, warm-started from the current joints (analytic when possible)."""
