@@ -86,10 +86,14 @@ def check_target(msg: PoseStamped, base_link: str) -> Tuple[np.ndarray, np.ndarr
     norm = scale * root  # inf for components near the float maximum: fine here
     if norm < MIN_QUAT_NORM:
         raise RejectedMessage('zero_quaternion', f'orientation norm {norm:.3g} is ~0')
-    if not all(abs(v) < MAX_ABS_POSITION_M for v in values[:3]):
-        raise RejectedMessage('absurd_position',
-                              f'position {values[:3]} beyond {MAX_ABS_POSITION_M:.0e} m')
+    _check_not_absurd(values[:3], 'position')
     return np.array(values[:3]), np.array(scaled) / root
+
+
+def _check_not_absurd(xyz, what: str) -> None:
+    if not all(abs(v) < MAX_ABS_POSITION_M for v in xyz):
+        raise RejectedMessage('absurd_position',
+                              f'{what} {tuple(xyz)} beyond {MAX_ABS_POSITION_M:.0e} m')
 
 
 def _check_frame(frame: str, base_link: str) -> None:
@@ -106,13 +110,11 @@ def check_point(msg: PointStamped, base_link: str) -> np.ndarray:
 
     """
     _check_frame(msg.header.frame_id, base_link)
-    x, y, z = msg.point.x, msg.point.y, msg.point.z
-    if not all(math.isfinite(v) for v in (x, y, z)):
-        raise RejectedMessage('not_finite', f'point ({x}, {y}, {z}) is not finite')
-    if not all(abs(v) < MAX_ABS_POSITION_M for v in (x, y, z)):
-        raise RejectedMessage('absurd_position',
-                              f'point ({x}, {y}, {z}) beyond {MAX_ABS_POSITION_M:.0e} m')
-    return np.array([x, y, z])
+    xyz = (msg.point.x, msg.point.y, msg.point.z)
+    if not all(math.isfinite(v) for v in xyz):
+        raise RejectedMessage('not_finite', f'point {xyz} is not finite')
+    _check_not_absurd(xyz, 'point')
+    return np.array(xyz)
 
 
 def joint_state(names, q: np.ndarray, velocity: Optional[np.ndarray], stamp,
