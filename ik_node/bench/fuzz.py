@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Tuple
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
+from ik_node.bench.node import Q_START
 from ik_node.core.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
@@ -41,7 +42,6 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 
 BASE, TIP = 'iiwa_link_0', 'tool0'
-Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
 # Spec of the node's input checks (README, "Bad input"): a quaternion norm
 # below this is zero; coordinates at or beyond this many metres are absurd.
 MIN_QUAT_NORM = 1e-6
@@ -116,8 +116,8 @@ class FuzzSession(NodeProcess):
         self.pose_pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', qos)
         self.pole_pub = self.node.create_publisher(PointStamped, '/ik_node/pole_target', qos)
         try:
-            self._wait(lambda: self.joints and self.pose_pub.get_subscription_count() > 0
-                       and self.pole_pub.get_subscription_count() > 0, 30.0, 'start-up')
+            self.wait_for(lambda: self.joints and self.pose_pub.get_subscription_count() > 0
+                          and self.pole_pub.get_subscription_count() > 0, 30.0, 'start-up')
         except BaseException:
             self.close()
             raise
@@ -133,15 +133,6 @@ class FuzzSession(NodeProcess):
     def _on_diag(self, msg):
         for status in msg.status:
             self.diagnostics = {kv.key: kv.value for kv in status.values}
-
-    def _wait(self, predicate, timeout_s, what):
-        end = time.monotonic() + timeout_s
-        while not predicate():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f'ik_node exited with code {self.proc.returncode} ({what})')
-            if time.monotonic() > end:
-                raise TimeoutError(f'{what}: not within {timeout_s} s')
-            self.executor.spin_once(timeout_sec=0.01)
 
     def send_batch(self, batch) -> None:
         """Publish a drawn batch (spaced by 1 ms), tallying the expected rejections."""
@@ -184,7 +175,7 @@ class FuzzSession(NodeProcess):
             return np.linalg.norm(tip[:3, 3] - pose[:3, 3]) <= 1e-4 and \
                 np.linalg.norm(tip[:3, :3] - pose[:3, :3]) <= 1e-3
         try:
-            self._wait(arrived, timeout_s, 'valid target')
+            self.wait_for(arrived, timeout_s, 'valid target')
         except TimeoutError:
             self.missed += 1
             return False
@@ -203,7 +194,7 @@ class FuzzSession(NodeProcess):
                 int(self.diagnostics.get('targets_received', -1)) == self.valid['pose'] and \
                 int(self.diagnostics.get('poles_received', -1)) == self.valid['pole']
         try:
-            self._wait(agree, timeout_s, 'diagnostics counts')
+            self.wait_for(agree, timeout_s, 'diagnostics counts')
         except TimeoutError:
             return False
         return True

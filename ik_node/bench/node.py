@@ -118,18 +118,14 @@ class Harness(NodeProcess):
             raise
 
     def _wait_ready(self, timeout_s):
-        end = time.monotonic() + timeout_s
-        while (not self.received or self.pub.get_subscription_count() == 0) and \
-                time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f'ik_node exited with code {self.proc.returncode}')
-            self.spin(0.05)
-        if not self.received:
-            raise RuntimeError(f'ik_node published no joint_states within {timeout_s:.0f} s')
-        while self.relay is not None and self.relay.pub.get_subscription_count() == 0:
-            if time.monotonic() > end or self.relay.proc.poll() is not None:
-                raise RuntimeError('the relay did not start')
-            self.spin(0.05)
+        self.wait_for(lambda: self.received and self.pub.get_subscription_count() > 0,
+                      timeout_s, 'joint_states and the target subscription', step_s=0.05)
+        if self.relay is not None:
+            relay = self.relay
+            self.wait_for(lambda: relay.pub.get_subscription_count() > 0
+                          or relay.proc.poll() is not None, timeout_s, 'the relay', step_s=0.05)
+            if relay.proc.poll() is not None:
+                raise RuntimeError(f'the relay exited with code {relay.proc.returncode}')
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Stop the relay, then the node; return the node's exit code."""

@@ -56,6 +56,22 @@ class NodeProcess:
         while time.monotonic() < end:
             self.executor.spin_once(timeout_sec=step_s)
 
+    def wait_for(self, predicate, timeout_s: float, what: str, step_s: float = 0.01) -> None:
+        """Process client callbacks until ``predicate()`` holds.
+
+        Raises:
+            RuntimeError: the node process exited first.
+            TimeoutError: not within ``timeout_s`` seconds (``what`` names it).
+
+        """
+        end = time.monotonic() + timeout_s
+        while not predicate():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f'ik_node exited with code {self.proc.returncode} ({what})')
+            if time.monotonic() > end:
+                raise TimeoutError(f'{what}: not within {timeout_s} s')
+            self.executor.spin_once(timeout_sec=step_s)
+
     def close(self, timeout_s: float = 10.0) -> int:
         """Stop the node with SIGINT (killed after timeout_s), the client too; exit code."""
         self.proc.send_signal(signal.SIGINT)
