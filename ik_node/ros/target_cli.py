@@ -28,6 +28,7 @@ from geometry_msgs.msg import PoseStamped
 from ik_node.core.rotations import matrix_to_quaternion, ypr_to_matrix
 from ik_node.ros.conversions import pose_msg
 import rclpy
+from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 
@@ -57,12 +58,20 @@ def main(argv=None):
     end = time.monotonic() + args.wait
     while pub.get_subscription_count() == 0 and time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.05)
-    delivered = pub.get_subscription_count() > 0
-    if delivered:
+    delivered = False
+    if pub.get_subscription_count() > 0:
         msg.header.stamp = node.get_clock().now().to_msg()
         pub.publish(msg)
-        rclpy.spin_once(node, timeout_sec=0.2)
+        # A matched count > 0 does not mean the reader has matched us yet: wait for its
+        # acknowledgement (reliable) so the sample is not lost when this process exits.
+        left = max(end - time.monotonic(), 1.0)
+        delivered = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
+        rclpy.spin_once(node, timeout_sec=0.05)
+    if delivered:
         print(f'target ({args.x}, {args.y}, {args.z}) rpy {tuple(args.rpy)} sent on {args.topic}')
+    elif pub.get_subscription_count() > 0:
+        print(f'ik_target: the subscriber on {args.topic} did not acknowledge the target '
+              f'within {args.wait} s', file=sys.stderr)
     else:
         print(f'ik_target: nobody subscribes to {args.topic} (is ik_node running, same '
               'ROS_DOMAIN_ID?)', file=sys.stderr)
