@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The node's input checks against an independent classifier, over garbage."""
+"""The node's input checks against an independent classifier, over garbage; lost-message counts."""
 
 import math
 
@@ -23,6 +23,7 @@ from ik_node.bench.fuzz import BASE, expected_reason, message_batches
 from ik_node.core import rotations as rot
 from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
     pose_to_matrix, RejectedMessage
+from ik_node.ros.delivery import SequenceGaps
 import numpy as np
 from strategies import unit_quaternions
 
@@ -85,3 +86,38 @@ def test_matrix_to_pose_inverts_pose_to_matrix(q, p):
     t[:3, :3] = rot.quaternion_to_matrix(q)
     t[:3, 3] = p
     np.testing.assert_allclose(pose_to_matrix(matrix_to_pose(t)), t, atol=1e-14)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=200))
+def test_sequence_gaps_count_the_messages_that_never_arrived(sends):
+    # Four publishers numbering their messages from 1; some messages are lost.
+    # Lost ones before a publisher's first delivered one are not owed.
+    gaps = SequenceGaps()
+    seq = [0] * 4
+    seen = [False] * 4
+    lost_after_first = [0] * 4
+    pending_loss = [0] * 4
+    for publisher, delivered in sends:
+        seq[publisher] += 1
+        if not delivered:
+            pending_loss[publisher] += 1
+            continue
+        if seen[publisher]:
+            lost_after_first[publisher] += pending_loss[publisher]
+        seen[publisher] = True
+        pending_loss[publisher] = 0
+        gaps.note({'publication_sequence_number': seq[publisher],
+                   'publisher_gid': {'data': bytes([publisher]) * 16}})
+    assert gaps.missing == sum(lost_after_first)
+
+
+def test_sequence_gaps_forget_old_publishers_and_ignore_missing_info():
+    gaps = SequenceGaps(max_publishers=2)
+    for gid in (b'a', b'b', b'c'):      # 'a' is forgotten when 'c' arrives
+        gaps.note({'publication_sequence_number': 1, 'publisher_gid': {'data': gid}})
+    assert gaps.note({'publication_sequence_number': 5, 'publisher_gid': {'data': b'a'}}) == 0
+    assert gaps.note({'publication_sequence_number': 5, 'publisher_gid': {'data': b'c'}}) == 3
+    assert gaps.note({'publication_sequence_number': None, 'publisher_gid': None}) == 0
+    assert gaps.note({'publication_sequence_number': 4, 'publisher_gid': {'data': b'c'}}) == 0
+    assert gaps.missing == 3

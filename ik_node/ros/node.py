@@ -24,6 +24,7 @@ joint speeds, and publishes ``joint_states``. Side outputs: ``/diagnostics``,
 """
 
 import collections
+import functools
 import gc
 import sys
 import time
@@ -39,6 +40,7 @@ from ik_node.core.srs import AnalyticSRS
 from ik_node.core.trajectory import CartesianTrajectory
 from ik_node.ros.conversions import check_point, check_target, joint_state, matrix_to_pose, \
     RejectedMessage
+from ik_node.ros.delivery import SequenceGaps
 from ik_node.urdf import chain_from_urdf_file, chain_from_urdf_string
 import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
@@ -104,6 +106,9 @@ class IKNode(Node):
         self.last_solve_s = 0.0
         self.solve_times = collections.deque(maxlen=SOLVE_TIME_WINDOW)
         self.targets_received = self.poles_received = self.targets_clamped = 0
+        # Targets / poles the keep-last queue dropped (oldest first) or the
+        # transport lost before a callback saw them.
+        self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self._target_unchecked = False
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
@@ -270,7 +275,12 @@ class IKNode(Node):
     # -- callbacks ----------------------------------------------------------------------------
 
     def _guarded(self, fn):
-        """Wrap a callback: an exception is logged and counted, the node keeps running."""
+        """Wrap a callback: an exception is logged and counted, the node keeps running.
+
+        The wrapper keeps ``fn``'s signature: rclpy passes the message info to
+        subscription callbacks that take two arguments.
+        """
+        @functools.wraps(fn)
         def wrapper(*args):
             try:
                 return fn(*args)
@@ -282,7 +292,8 @@ class IKNode(Node):
     def _now(self) -> float:
         return time.monotonic()
 
-    def _on_target(self, msg: PoseStamped):
+    def _on_target(self, msg: PoseStamped, info):
+        self.target_gaps.note(info)
         if self.chain is None:
             self.rejected['no_model'] += 1
             return
@@ -330,7 +341,8 @@ class IKNode(Node):
             self.get_logger().warning(f'target unreachable: {self.target_result.reason}',
                                       throttle_duration_sec=1.0)
 
-    def _on_pole(self, msg: PointStamped):
+    def _on_pole(self, msg: PointStamped, info):
+        self.pole_gaps.note(info)
         if self.chain is None:
             self.rejected['no_model'] += 1
             return
@@ -446,6 +458,8 @@ class IKNode(Node):
                            'solve_time_max_s': f'{top:.3g}'})
         values['targets_received'] = str(self.targets_received)
         values['poles_received'] = str(self.poles_received)
+        values['targets_dropped_unread'] = str(self.target_gaps.missing)
+        values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         values['targets_clamped_to_workspace'] = str(self.targets_clamped)
         if self.chain is not None:
             values.update({'keys_retimed': str(self.trajectory.retimed),
