@@ -97,3 +97,11 @@ def test_node_benchmark_runs_over_dds(capsys):
         stats = report[key]['stamps']
         assert stats['periods'] > 10 and 100.0 < stats['mean_rate_hz'] < 400.0
     assert report['sustained'][0]['targets'] == 30
+
+
+def test_flood_benchmark_reports_and_judges_a_short_flood(capsys):
+    assert main(['flood', '--json', '--rate', '2000', '--seconds', '2']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report['ok'] and report['targets_sent'] == 4001
+    assert report['targets_read'] + report['targets_dropped_unread'] == 4001
+    assert report['rss_peak_mib'] >= report['rss_baseline_mib'] > 10.0

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Hardening over real DDS: fuzzing, malformed models and parameters, shutdown."""
+"""Hardening over real DDS: fuzzing, flooding, malformed models and parameters, shutdown."""
 
 import os
 import re
@@ -22,6 +22,7 @@ import sys
 import time
 
 from hypothesis import given, HealthCheck, settings
+from ik_node.bench.flood import flood
 from ik_node.bench.fuzz import FuzzSession, message_batches
 from ik_node.core.chain import Chain
 import numpy as np
@@ -52,6 +53,23 @@ def test_fuzzed_messages_are_counted_and_valid_targets_still_reached():
         assert session.proc.poll() is None
     finally:
         assert session.close() == 0
+
+
+def test_a_10_khz_flood_for_10_s_keeps_the_rate_bounds_the_queue_and_memory():
+    report = flood(rate_hz=10000.0, seconds=10.0, queue_depth=10, domain=unique_domain_id())
+    assert report['targets_sent'] == 100001 and report['flood_rate_hz'] > 8000.0, report
+    # joint_states kept its 100 Hz while the node was flooded.
+    assert report['joint_states_rate_held'] >= 0.9, report
+    # The queue overflowed (the node could not read 10 kHz) and every target
+    # is accounted for: read, or dropped unread and counted.
+    assert report['targets_dropped_unread'] > 0, report
+    assert report['targets_read'] + report['targets_dropped_unread'] == 100001, report
+    assert report['rss_growth_mib'] < 5.0, report
+    # No backlog: the arm is at the last target soon after the flood.
+    assert report['last_target_reached_after_s'] is not None, report
+    assert report['last_target_reached_after_s'] < 5.0, report
+    assert report['bad_joint_states'] == 0 and report['callback_errors'] == 0, report
+    assert report['node_alive_until_stopped'] and report['node_exit_code'] == 0, report
 
 
 # -- malformed robot models ----------------------------------------------------------

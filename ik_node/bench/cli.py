@@ -18,7 +18,7 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, fuzz, ik, node, rotations, seed000, smoothing
+from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, smoothing
 
 
 def build_parser():
@@ -37,6 +37,7 @@ def build_parser():
     smoothing.add_parser(sub)
     node.add_parser(sub)
     fuzz.add_parser(sub)
+    flood.add_parser(sub)
     return parser
 
 

@@ -28,20 +28,13 @@ The expected reason of each message is computed here from the raw numbers
 
 import math
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional
 
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_table
-from ik_node.bench.ik import bundled_urdf
-from ik_node.bench.node import Q_START
-from ik_node.core.chain import Chain
-from ik_node.ros.conversions import matrix_to_pose
-from ik_node.ros.process import NodeProcess
+from ik_node.bench.session import BASE, MonitoredNode, Q_START, TIP
 import numpy as np
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import JointState
 
-BASE, TIP = 'iiwa_link_0', 'tool0'
 # Spec of the node's input checks (README, "Bad input"): a quaternion norm
 # below this is zero; coordinates at or beyond this many metres are absurd.
 MIN_QUAT_NORM = 1e-6
@@ -86,53 +79,20 @@ def message_batches(max_batch: int = 12):
     return st.lists(st.one_of(pose, pole), min_size=1, max_size=max_batch)
 
 
-class FuzzSession(NodeProcess):
+class FuzzSession(MonitoredNode):
     """ik_node (iiwa14) as a subprocess and a client that fuzzes it."""
 
     def __init__(self, domain: int, smoothing: bool = True):
         """Start the node on ``domain`` and wait until it publishes."""
-        urdf = bundled_urdf('iiwa14.urdf')
-        self.chain = Chain.from_urdf_file(urdf, BASE, TIP)
-        args = ['-p', f'urdf_path:={urdf}', '-p', f'base_link:={BASE}', '-p', f'tip_link:={TIP}',
-                '-p', 'initial_positions:=[' + ', '.join(f'{v:.6f}' for v in Q_START) + ']',
-                '-p', f'smoothing:={str(smoothing).lower()}', '-p', 'target_queue_depth:=1000',
-                # High Cartesian limits: valid garbage targets metres apart
-                # must not take minutes; joint speed limits still hold.
-                '-p', 'max_linear_speed:=10.0', '-p', 'max_angular_speed:=20.0',
-                '--log-level', 'error']
-        super().__init__(args, domain, 'ik_fuzz_client')
+        # High Cartesian limits: valid garbage targets metres apart must not
+        # take minutes; joint speed limits still hold.
+        super().__init__(domain, {'smoothing': str(smoothing).lower(),
+                                  'target_queue_depth': 1000, 'max_linear_speed': 10.0,
+                                  'max_angular_speed': 20.0}, 'ik_fuzz_client')
         self.rng = np.random.default_rng(domain)
-        self.joints: List[Tuple[float, np.ndarray]] = []
-        self.bad_joints = 0
-        self.diagnostics: Dict[str, str] = {}
         self.sent: Dict[str, int] = {}
         self.valid = {'pose': 0, 'pole': 0}
         self.reached = self.missed = 0
-        qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
-                         reliability=ReliabilityPolicy.RELIABLE)
-        self.node.create_subscription(JointState, 'joint_states', self._on_joints, qos)
-        from diagnostic_msgs.msg import DiagnosticArray
-        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        self.pose_pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', qos)
-        self.pole_pub = self.node.create_publisher(PointStamped, '/ik_node/pole_target', qos)
-        try:
-            self.wait_for(lambda: self.joints and self.pose_pub.get_subscription_count() > 0
-                          and self.pole_pub.get_subscription_count() > 0, 30.0, 'start-up')
-        except BaseException:
-            self.close()
-            raise
-
-    def _on_joints(self, msg):
-        q = np.array(msg.position)
-        if q.shape != (self.chain.n,) or not np.all(np.isfinite(q)) or \
-                not self.chain.within_limits(q):
-            self.bad_joints += 1
-        self.joints.append((time.monotonic(), q))
-        del self.joints[:-200]
-
-    def _on_diag(self, msg):
-        for status in msg.status:
-            self.diagnostics = {kv.key: kv.value for kv in status.values}
 
     def send_batch(self, batch) -> None:
         """Publish a drawn batch (spaced by 1 ms), tallying the expected rejections."""
@@ -163,20 +123,11 @@ class FuzzSession(NodeProcess):
         q_goal = np.clip(Q_START + self.rng.uniform(-0.4, 0.4, self.chain.n),
                          self.chain.lower, self.chain.upper)
         pose = self.chain.forward(q_goal)
-        msg = PoseStamped(pose=matrix_to_pose(pose))
-        msg.header.frame_id = BASE if self.rng.random() < 0.5 else ''
         # A pole from the garbage may have turned the elbow: the check is on
         # the tip pose only (the swivel is free).
-        self.pose_pub.publish(msg)
+        self.send_pose(pose, BASE if self.rng.random() < 0.5 else '')
         self.valid['pose'] += 1
-
-        def arrived():
-            tip = self.chain.forward(self.joints[-1][1])
-            return np.linalg.norm(tip[:3, 3] - pose[:3, 3]) <= 1e-4 and \
-                np.linalg.norm(tip[:3, :3] - pose[:3, :3]) <= 1e-3
-        try:
-            self.wait_for(arrived, timeout_s, 'valid target')
-        except TimeoutError:
+        if self.reaches(pose, timeout_s) is None:
             self.missed += 1
             return False
         self.reached += 1

@@ -43,14 +43,13 @@ from geometry_msgs.msg import PoseStamped
 from ik_node.bench import relay
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.ik import bundled_urdf
+from ik_node.bench.session import BASE, iiwa_arguments, Q_START, TIP
 from ik_node.core.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-
-Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
 
 
 class Relay:
@@ -95,16 +94,9 @@ class Harness(NodeProcess):
 
     def __init__(self, params, relay_rate_hz=None):
         """Start the node with ``params`` (and the relay, unless None); create the client."""
-        urdf = bundled_urdf('iiwa14.urdf')
-        self.chain = Chain.from_urdf_file(urdf, 'iiwa_link_0', 'tool0')
-        args = ['-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
-                '-p', 'tip_link:=tool0',
-                '-p', 'initial_positions:=[' + ', '.join(f'{v:.6f}' for v in Q_START) + ']',
-                '--log-level', 'error']
-        for key, value in params.items():
-            args += ['-p', f'{key}:={value}']
+        self.chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), BASE, TIP)
         domain = random.randint(150, 230)
-        super().__init__(args, domain, 'ik_bench_node')
+        super().__init__(iiwa_arguments(params), domain, 'ik_bench_node')
         self.relay = None if relay_rate_hz is None else Relay(self.node, domain, relay_rate_hz)
         self.received = []
         qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,

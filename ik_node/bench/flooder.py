@@ -1,0 +1,109 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The flood of ``ik_bench flood``: targets as fast as asked, from its own process.
+
+``python -m ik_node.bench.flooder --rate 10000 --seconds 10 --center X Y Z
+--quaternion X Y Z W`` publishes PoseStamped targets on
+``/ik_node/target_pose`` (reliable, keep last 10, as a typical script would),
+moving around a 5 cm circle about ``center`` (one turn per second) with a fixed
+orientation. Paced against the clock: every 0.2 ms it publishes the targets
+that are due, so the average rate is the one asked for. At the end it
+prints one JSON line: how many it sent, in how long (wall-clock start and
+end, s), and the last target.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from geometry_msgs.msg import PoseStamped
+import rclpy
+from rclpy.duration import Duration
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+TOPIC = '/ik_node/target_pose'
+RADIUS_M = 0.05
+
+
+def circle_point(center, t: float):
+    """Point (x, y, z), metres, of the flood's circle at ``t`` seconds (1 turn/s, x-y plane)."""
+    angle = 2.0 * math.pi * t
+    return (center[0] + RADIUS_M * (math.cos(angle) - 1.0),
+            center[1] + RADIUS_M * math.sin(angle), center[2])
+
+
+def main(argv=None):
+    """Wait for the node's subscription (10 s at most), flood, print the summary."""
+    parser = argparse.ArgumentParser(prog='ik_node.bench.flooder')
+    parser.add_argument('--rate', type=float, default=10000.0, help='targets per second')
+    parser.add_argument('--seconds', type=float, default=10.0)
+    parser.add_argument('--center', type=float, nargs=3, required=True, help='metres')
+    parser.add_argument('--quaternion', type=float, nargs=4, required=True, help='x y z w')
+    args = parser.parse_args(argv)
+    rclpy.init()
+    node = rclpy.create_node('ik_bench_flooder')
+    pub = node.create_publisher(PoseStamped, TOPIC, QoSProfile(
+        depth=10, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE))
+    end = time.monotonic() + 10.0
+    while pub.get_subscription_count() == 0 and time.monotonic() < end:
+        time.sleep(0.01)
+    msg = PoseStamped()
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = circle_point(args.center, 0.0)
+    (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+     msg.pose.orientation.w) = args.quaternion
+    # One target first, acknowledged, and a pause: the node has read it
+    # before the flood, so every target after it that the node does not read
+    # shows as a gap in the sequence numbers (counted, not guessed).
+    pub.publish(msg)
+    pub.wait_for_all_acked(Duration(seconds=5.0))
+    time.sleep(0.5)
+    total = int(args.rate * args.seconds)
+    sent = largest_burst = 0
+    longest_pause = 0.0
+    before = time.perf_counter()
+    started_at = time.time()
+    start = time.perf_counter()
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * args.rate) + 1)
+        largest_burst = max(largest_burst, due - sent)
+        while sent < due:
+            t = sent / args.rate
+            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = \
+                circle_point(args.center, t)
+            msg.header.stamp = node.get_clock().now().to_msg()
+            pub.publish(msg)
+            sent += 1
+        time.sleep(0.0002)
+        now = time.perf_counter()
+        longest_pause, before = max(longest_pause, now - before), now
+    elapsed = time.perf_counter() - start
+    ended_at = time.time()
+    # Let the reliable writer deliver what it still holds before the process goes.
+    pub.wait_for_all_acked(Duration(seconds=5.0))
+    # sent + 1: the first target, before the flood.
+    print(json.dumps({'sent': sent + 1, 'seconds': elapsed, 'rate_hz': sent / elapsed,
+                      'largest_burst': largest_burst, 'longest_pause_s': longest_pause,
+                      'started_at': started_at, 'ended_at': ended_at,
+                      'last_position': [msg.pose.position.x, msg.pose.position.y,
+                                        msg.pose.position.z]}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
