@@ -24,6 +24,7 @@ import time
 from hypothesis import given, HealthCheck, settings
 from ik_node.bench.flood import flood
 from ik_node.bench.fuzz import FuzzSession, message_batches
+from ik_node.bench.soak import soak
 from ik_node.core.chain import Chain
 import numpy as np
 import pytest
@@ -194,3 +195,12 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived():
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_a_short_soak_has_no_failure_and_flat_memory():
+    report = soak(minutes=0.5, seed=3, interval_s=10.0, domain=unique_domain_id())
+    assert not any(report['failures'].values()), report['failures']
+    assert report['targets_sent'] > 100 and report['targets_received'] == report['targets_sent']
+    assert report['rss_growth_after_first_interval_mib'] < 5.0, report['rows']
+    assert 95.0 < report['joint_states_rate_hz'] < 105.0, report
+    assert len(report['rows']) >= 3 and report['ok']

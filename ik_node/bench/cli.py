@@ -18,7 +18,8 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, smoothing
+from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, smoothing, \
+    soak
 
 
 def build_parser():
@@ -38,6 +39,7 @@ def build_parser():
     node.add_parser(sub)
     fuzz.add_parser(sub)
     flood.add_parser(sub)
+    soak.add_parser(sub)
     return parser
 
 
