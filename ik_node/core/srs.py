@@ -532,7 +532,11 @@ class AnalyticSRS:
         if abs(d[0] - d_clamped[0]) > REACH_TOL_M:
             return []
         grid = np.linspace(-np.pi, np.pi, SWIVEL_GRID + 1)
-        margin = self._margin(target, grid, signs)
+        # The repeated inputs are built once; the bisection passes leading
+        # slices (still contiguous: no copy per step).
+        repeated = (np.repeat(target[None], grid.size, axis=0),
+                    np.repeat(signs[None], grid.size, axis=0), np.zeros(grid.size))
+        margin = self._margin(grid, *repeated)
         inside = margin >= 0.0
         if inside.all():
             return [(-math.pi, math.pi)]
@@ -541,7 +545,7 @@ class AnalyticSRS:
         lo_inside = inside[edges]
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo + hi)
-            mid_inside = self._margin(target, mid, signs) >= 0.0
+            mid_inside = self._margin(mid, *(a[:mid.size] for a in repeated)) >= 0.0
             same = mid_inside == lo_inside
             lo = np.where(same, mid, lo)
             hi = np.where(same, hi, mid)
@@ -560,11 +564,14 @@ class AnalyticSRS:
             intervals.append((start, math.pi))
         return intervals
 
-    def _margin(self, target: FloatArray, psi: FloatArray, signs: FloatArray) -> FloatArray:
-        """Smallest distance to a limit over the joints, (K,) for swivel angles psi (K,)."""
-        k = psi.shape[0]
-        q = self._solve_batch(np.broadcast_to(target, (k, 4, 4)), psi,
-                              np.broadcast_to(signs, (k, 3)), np.zeros(k), np.zeros(k))
+    def _margin(self, psi: FloatArray, targets: FloatArray, signs: FloatArray,
+                zeros: FloatArray) -> FloatArray:
+        """Smallest distance to a limit over the joints, (K,), for swivel angles psi (K,).
+
+        ``targets`` (K, 4, 4), ``signs`` (K, 3) and ``zeros`` (K,) repeat one
+        pose and one branch.
+        """
+        q = self._solve_batch(targets, psi, signs, zeros, zeros)
         return np.min(np.minimum(q - self.model.lower, self.model.upper - q), axis=1)
 
     def _check_branch(self, branch) -> FloatArray:
@@ -746,6 +753,8 @@ class AnalyticSRS:
                     cost -= 10.0  # the reference's branch whenever it is feasible
                 if best is None or cost < best[0] - 1e-12:
                     best = (cost, branch, near)
+            if keep_branch and best is not None:
+                break  # no other branch can beat the reference's (cost - 10): skip 7 searches
         lo, hi = self.model.lower, self.model.upper
         if best is None:
             keep = q_ref if q_ref is not None else self.chain.mid_limits()
