@@ -69,6 +69,9 @@ MARKERS_HZ = 5.0
 WORKSPACE_MARGIN = 1.25
 # Solve-time percentiles in the diagnostics are over this many recent solves.
 SOLVE_TIME_WINDOW = 1000
+# At an unreachable target that no longer moves, a new closest pose replaces
+# the chosen one only when its squared residual is this fraction smaller.
+FALLBACK_GAIN = 0.01
 
 
 class StartupError(Exception):
@@ -110,6 +113,7 @@ class IKNode(Node):
         # transport lost before a callback saw them.
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self._target_unchecked = False
+        self._fallback = None   # (pose, squared residual, joints) on unreachable targets
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
@@ -252,6 +256,7 @@ class IKNode(Node):
             max_angular_speed=self.get_parameter('max_angular_speed').value)
         self.target = tip
         self.target_result, self._target_unchecked = None, False
+        self._fallback = None
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
         self.last_result = self._solve(tip)
@@ -363,6 +368,7 @@ class IKNode(Node):
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self._now())
         self.target = tip
         self.target_result, self._target_unchecked = None, False
+        self._fallback = None
         self._publish_joints(self.q, np.zeros(self.chain.n), self.get_clock().now())
         response.success, response.message = True, 'back at the initial positions'
         return response
@@ -417,8 +423,34 @@ class IKNode(Node):
         # a non-finite solution holds the last state: NaN is never published.
         if not np.all(np.isfinite(res.q)):
             self.rejected['non_finite_solution'] += 1
-        self.q, velocity = self.chain.speed_limited_step(self.q, res.q, dt)
+        self.q, velocity = self.chain.speed_limited_step(self.q, self._goal(pose, res), dt)
         self._publish_joints(self.q, velocity, stamp)
+
+    def _goal(self, pose: np.ndarray, res) -> np.ndarray:
+        """Joints (n,) to move toward: the solution, or on failure the best one known.
+
+        A failed solve returns the closest pose its attempt found; the Jacobian
+        solver's random restarts find a different one each tick, and chasing
+        them made the arm wander for ever at an unreachable target. So a
+        failed result is taken only when it is closer to ``pose`` than the
+        current joints are, and while ``pose`` stays the same (the arm has
+        arrived where the trajectory ends) only when it beats the goal
+        already chosen by FALLBACK_GAIN: the arm settles.
+        """
+        if res.success:
+            self._fallback = None
+            return res.q
+        cost = res.position_error ** 2 + res.orientation_error ** 2
+        kept = self._fallback
+        if kept is not None and np.array_equal(kept[0], pose):
+            if cost < kept[1] * (1.0 - FALLBACK_GAIN):
+                self._fallback = (kept[0], cost, res.q)
+            return self._fallback[2]
+        pos, rot = self.jacobian.errors(pose, self.q)
+        held = pos * pos + rot * rot
+        goal, best = (res.q, cost) if cost < held else (self.q, held)
+        self._fallback = (pose.copy(), best, goal)
+        return goal
 
     def _publish_joints(self, q, velocity, stamp):
         self.joint_pub.publish(joint_state(self.chain.joint_names, q, velocity,
