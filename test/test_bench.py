@@ -18,6 +18,7 @@
 import json
 
 from ik_node.bench.cli import main
+import pytest
 
 
 def test_rotations_json_is_one_object_with_every_operation(capsys):
@@ -105,3 +106,21 @@ def test_flood_benchmark_reports_and_judges_a_short_flood(capsys):
     assert report['ok'] and report['targets_sent'] == 4001
     assert report['targets_read'] + report['targets_dropped_unread'] == 4001
     assert report['rss_peak_mib'] >= report['rss_baseline_mib'] > 10.0
+
+
+def test_free_domain_skips_a_domain_where_a_node_runs():
+    from ik_node.ros.process import free_domain
+    import rclpy
+    from rclpy.context import Context
+    from ros_helpers import unique_domain_id
+    domain = unique_domain_id()
+    assert free_domain(domain, domain) == domain
+    context = Context()
+    rclpy.init(context=context, domain_id=domain)
+    try:
+        node = rclpy.create_node('someone_else', context=context)
+        with pytest.raises(RuntimeError, match='no free ROS domain'):
+            free_domain(domain, domain)
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

@@ -18,8 +18,8 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, smoothing, \
-    soak
+from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, shutdown, \
+    smoothing, soak
 
 
 def build_parser():
@@ -40,6 +40,7 @@ def build_parser():
     fuzz.add_parser(sub)
     flood.add_parser(sub)
     soak.add_parser(sub)
+    shutdown.add_parser(sub)
     return parser
 
 

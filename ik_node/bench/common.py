@@ -104,3 +104,22 @@ def print_json(obj, out=None):
     """Print one JSON object on one line to ``out`` (stdout)."""
     out = sys.stdout if out is None else out
     print(json.dumps(obj, sort_keys=True), file=out)
+
+
+def print_title(benchmark, detail, machine, out=None):
+    """Print the line above a report's tables: what ran, on which CPU, at which commit."""
+    out = sys.stdout if out is None else out
+    print(f"ik_bench {benchmark}  ({detail}; {machine['cpu']}; commit {machine['commit']})",
+          file=out)
+
+
+def cell(value):
+    """Format a table cell: floats to 4 significant digits, None as '-'."""
+    if isinstance(value, float):
+        return f'{value:.4g}'
+    return '-' if value is None else value
+
+
+def print_measures(items, out=None):
+    """Print (name, value) pairs as a Markdown table of formatted cells."""
+    print_table(['measure', 'value'], [(k, cell(v)) for k, v in items], out)

@@ -31,14 +31,14 @@ cores of a small machine: node on one, flood on the other). Measured:
 
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 
-from ik_node.bench.common import machine_info, print_json, print_table
+from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import MonitoredNode, Q_START
 from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.process import free_domain
 import numpy as np
 
 MIB = 1024.0
@@ -47,7 +47,7 @@ MIB = 1024.0
 def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10,
           publish_rate: float = 100.0, domain=None) -> dict:
     """Run one flood against a fresh node; return the measurements (see the module doc)."""
-    domain = random.randint(150, 230) if domain is None else domain
+    domain = free_domain() if domain is None else domain
     mon = MonitoredNode(domain, {'target_queue_depth': queue_depth,
                                  'publish_rate': publish_rate}, 'ik_flood_client',
                         queue_depth=100)
@@ -130,12 +130,9 @@ def run(args):
     if args.json:
         print_json(report)
     else:
-        machine = report['machine']
-        print(f'ik_bench flood  ({args.rate:.0f} targets/s for {args.seconds:g} s; '
-              f"{machine['cpu']}; commit {machine['commit']})")
-        print_table(['measure', 'value'], [
-            (k, f'{v:.4g}' if isinstance(v, float) else v) for k, v in report.items()
-            if k not in ('benchmark', 'machine')])
+        print_title('flood', f'{args.rate:.0f} targets/s for {args.seconds:g} s',
+                    report['machine'])
+        print_measures((k, v) for k, v in report.items() if k not in ('benchmark', 'machine'))
     return 0 if report['ok'] else 1
 
 

@@ -31,8 +31,9 @@ import time
 from typing import Dict, Optional
 
 from geometry_msgs.msg import PointStamped, PoseStamped
-from ik_node.bench.common import machine_info, print_json, print_table
+from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import BASE, MonitoredNode, Q_START, TIP
+from ik_node.ros.process import free_domain
 import numpy as np
 
 # Spec of the node's input checks (README, "Bad input"): a quaternion norm
@@ -82,14 +83,14 @@ def message_batches(max_batch: int = 12):
 class FuzzSession(MonitoredNode):
     """ik_node (iiwa14) as a subprocess and a client that fuzzes it."""
 
-    def __init__(self, domain: int, smoothing: bool = True):
-        """Start the node on ``domain`` and wait until it publishes."""
+    def __init__(self, domain: int, smoothing: bool = True, seed: int = 0):
+        """Start the node on ``domain`` and wait until it publishes; ``seed`` the targets."""
         # High Cartesian limits: valid garbage targets metres apart must not
         # take minutes; joint speed limits still hold.
         super().__init__(domain, {'smoothing': str(smoothing).lower(),
                                   'target_queue_depth': 1000, 'max_linear_speed': 10.0,
                                   'max_angular_speed': 20.0}, 'ik_fuzz_client')
-        self.rng = np.random.default_rng(domain)
+        self.rng = np.random.default_rng(seed)
         self.sent: Dict[str, int] = {}
         self.valid = {'pose': 0, 'pole': 0}
         self.reached = self.missed = 0
@@ -154,8 +155,7 @@ class FuzzSession(MonitoredNode):
 def run(args):
     """Fuzz for ``--examples`` batches; print a table (or JSON); exit 1 on any failure."""
     from hypothesis import given, HealthCheck, Phase, seed, settings
-    import random
-    session = FuzzSession(random.Random(args.seed).randint(150, 230))
+    session = FuzzSession(free_domain(), seed=args.seed)
     started = time.perf_counter()
     try:
         @seed(args.seed)
@@ -183,10 +183,8 @@ def run(args):
     if args.json:
         print_json(report)
     else:
-        print(f"ik_bench fuzz  ({args.examples} batches; {report['machine']['cpu']}; "
-              f"commit {report['machine']['commit']})")
-        print_table(['measure', 'value'], [(k, v) for k, v in report.items()
-                                           if k not in ('benchmark', 'machine')])
+        print_title('fuzz', f'{args.examples} batches', report['machine'])
+        print_measures((k, v) for k, v in report.items() if k not in ('benchmark', 'machine'))
     return 0 if ok else 1
 
 

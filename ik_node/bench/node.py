@@ -33,7 +33,6 @@ the difference.
 """
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from ik_node.bench.ik import bundled_urdf
 from ik_node.bench.session import BASE, iiwa_arguments, Q_START, TIP
 from ik_node.core.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
-from ik_node.ros.process import NodeProcess
+from ik_node.ros.process import free_domain, NodeProcess
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -95,7 +94,7 @@ class Harness(NodeProcess):
     def __init__(self, params, relay_rate_hz=None):
         """Start the node with ``params`` (and the relay, unless None); create the client."""
         self.chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), BASE, TIP)
-        domain = random.randint(150, 230)
+        domain = free_domain()
         super().__init__(iiwa_arguments(params), domain, 'ik_bench_node')
         self.relay = None if relay_rate_hz is None else Relay(self.node, domain, relay_rate_hz)
         self.received = []

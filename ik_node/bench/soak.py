@@ -29,12 +29,13 @@ reached. Memory is flat when the RSS after the first interval never exceeds
 that interval's by 5 MB or more.
 """
 
-import random
 import time
 
 from geometry_msgs.msg import PointStamped
-from ik_node.bench.common import machine_info, print_json, print_table
+from ik_node.bench.common import cell, machine_info, print_json, print_measures, print_table, \
+    print_title
 from ik_node.bench.session import MonitoredNode, Q_START
+from ik_node.ros.process import free_domain
 import numpy as np
 
 MIB = 1024.0
@@ -123,7 +124,7 @@ def _interval_row(session: SoakSession, t_start: float, t_end: float) -> dict:
 
 def soak(minutes: float, seed: int = 0, interval_s: float = 60.0, domain=None) -> dict:
     """Run the random stream for ``minutes``; return rows per interval and the verdict."""
-    domain = random.Random(seed).randint(150, 230) if domain is None else domain
+    domain = free_domain() if domain is None else domain
     session = SoakSession(domain, seed)
     rows = []
     try:
@@ -190,20 +191,14 @@ def run(args):
     if args.json:
         print_json(report)
         return 0 if report['ok'] else 1
-    machine = report['machine']
-    print(f'ik_bench soak  ({args.minutes:g} min; {machine["cpu"]}; '
-          f'commit {machine["commit"]})')
-
-    def cell(v):
-        return f'{v:.4g}' if isinstance(v, float) else ('-' if v is None else v)
+    print_title('soak', f'{args.minutes:g} min', report['machine'])
     rows = report['rows']
     if rows:
         print_table(list(rows[0]), [[cell(v) for v in r.values()] for r in rows])
         print()
-    measures = [(k, cell(v)) for k, v in report.items()
-                if k not in ('benchmark', 'machine', 'rows', 'failures')]
-    measures += [(f'failure: {k}', v) for k, v in report['failures'].items()]
-    print_table(['measure', 'value'], measures)
+    print_measures([(k, v) for k, v in report.items()
+                    if k not in ('benchmark', 'machine', 'rows', 'failures')]
+                   + [(f'failure: {k}', v) for k, v in report['failures'].items()])
     return 0 if report['ok'] else 1
 
 

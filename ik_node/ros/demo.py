@@ -23,7 +23,6 @@ tip path against the targets and of the joint trajectories.
 
 import argparse
 import os
-import random
 import sys
 import time
 
@@ -33,7 +32,7 @@ from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
 from ik_node.ros.conversions import pose_msg
-from ik_node.ros.process import NodeProcess
+from ik_node.ros.process import free_domain, NodeProcess
 import numpy as np
 from sensor_msgs.msg import JointState
 
@@ -94,7 +93,7 @@ class Demo(NodeProcess):
 
 def run(args):
     """Run the demo; return the process exit code."""
-    demo = Demo(args.domain if args.domain is not None else random.randint(120, 220))
+    demo = Demo(args.domain if args.domain is not None else free_domain())
     try:
         end = time.monotonic() + 30.0
         while (not demo.joints or demo.pub.get_subscription_count() == 0) and \
@@ -192,7 +191,8 @@ def main(argv=None):
     parser.add_argument('--duration', type=float, default=10.0, help='seconds of streaming')
     parser.add_argument('--rate', type=float, default=20.0, help='targets per second')
     parser.add_argument('--period', type=float, default=8.0, help='figure-eight period, s')
-    parser.add_argument('--domain', type=int, help='ROS_DOMAIN_ID (default: random 120-220)')
+    parser.add_argument('--domain', type=int,
+                        help='ROS_DOMAIN_ID (default: a free one in 120-230)')
     parser.add_argument('--output', default='demo_output', help='folder of the PNG')
     return run(parser.parse_args(argv))
 

@@ -19,6 +19,7 @@ Shared by the README's main job (``ik_demo``) and ``ik_bench node``.
 """
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -27,6 +28,38 @@ import time
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
+
+
+def free_domain(first: int = 120, last: int = 230, probe_s: float = 0.5) -> int:
+    """Return a ROS_DOMAIN_ID in [first, last] on which no other ROS node is seen.
+
+    Domains are tried in random order; on each, a probe node listens for
+    ``probe_s`` seconds (existing participants answer a newcomer's
+    announcement at once). Two benchmarks that picked the same domain at
+    random talked to each other's nodes: this avoids it.
+
+    Raises:
+        RuntimeError: ten domains tried, all busy.
+
+    """
+    candidates = list(range(first, last + 1))
+    random.SystemRandom().shuffle(candidates)
+    for domain in candidates[:10]:
+        context = Context()
+        rclpy.init(context=context, domain_id=domain)
+        try:
+            probe = rclpy.create_node('ik_domain_probe', context=context)
+            end = time.monotonic() + probe_s
+            busy = False
+            while not busy and time.monotonic() < end:
+                time.sleep(0.05)
+                busy = len(probe.get_node_names()) > 1
+            probe.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+        if not busy:
+            return domain
+    raise RuntimeError(f'no free ROS domain among ten tried in {first}-{last}')
 
 
 class NodeProcess:

@@ -1,0 +1,111 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_bench shutdown``: stop the node while it moves, then restart it on the same domain.
+
+For each run and each signal (SIGINT, SIGTERM): the node (iiwa14) is sent a
+target and signalled 0.3 s later, mid-motion. Measured: the time from the
+signal to the process's exit and its exit code; the Fast DDS files the run
+left in /dev/shm (node and client both closed); then a new node on the same
+ROS domain: the time until it publishes joint_states and has matched the
+client's target publisher, and whether it then reaches a target.
+"""
+
+import os
+import signal
+import time
+
+from ik_node.bench.common import machine_info, print_json, print_table, print_title
+from ik_node.bench.session import MonitoredNode, Q_START
+from ik_node.ros.process import free_domain
+import numpy as np
+
+SIGNALS = {'SIGINT': signal.SIGINT, 'SIGTERM': signal.SIGTERM}
+
+
+def _shm_files() -> set:
+    try:
+        return set(os.listdir('/dev/shm'))
+    except OSError:
+        return set()
+
+
+def stop_once(sig: int, domain: int, rng: np.random.Generator) -> dict:
+    """Signal a moving node; restart on ``domain``; return the measurements of this run."""
+    before = _shm_files()
+    mon = MonitoredNode(domain, {}, 'ik_shutdown_client')
+    try:
+        mon.send_pose(mon.chain.forward(Q_START + rng.uniform(-0.4, 0.4, mon.chain.n)))
+        mon.spin(0.3)
+        start = time.monotonic()
+        mon.proc.send_signal(sig)
+        code = mon.proc.wait(timeout=10.0)
+        stop_s = time.monotonic() - start
+    finally:
+        mon.close()
+    left = sorted(_shm_files() - before)
+    start = time.monotonic()
+    again = MonitoredNode(domain, {}, 'ik_shutdown_client')
+    try:
+        ready_s = time.monotonic() - start
+        goal = again.chain.forward(np.clip(Q_START + rng.uniform(-0.4, 0.4, again.chain.n),
+                                           again.chain.lower, again.chain.upper))
+        again.send_pose(goal)
+        reached = again.reaches(goal, 30.0) is not None
+    finally:
+        again_code = again.close()
+    return {'exit_code': code, 'stop_s': stop_s, 'shm_files_left': left,
+            'restart_ready_s': ready_s, 'restart_reached': reached,
+            'restart_exit_code': again_code}
+
+
+def run(args):
+    """Stop and restart ``--runs`` times per signal; print a table (or JSON)."""
+    rng = np.random.default_rng(args.seed)
+    domain = free_domain()
+    report = {'benchmark': 'shutdown', 'machine': machine_info(), 'runs': args.runs}
+    ok = True
+    for name, sig in SIGNALS.items():
+        runs = [stop_once(sig, domain, rng) for _ in range(args.runs)]
+        stops = np.array([r['stop_s'] for r in runs])
+        summary = {
+            'exit_codes': sorted({r['exit_code'] for r in runs}),
+            'stop_median_s': float(np.median(stops)), 'stop_max_s': float(stops.max()),
+            'shm_files_left': sum(len(r['shm_files_left']) for r in runs),
+            'restart_ready_median_s': float(np.median([r['restart_ready_s'] for r in runs])),
+            'restarts_reaching_a_target': sum(r['restart_reached'] for r in runs),
+        }
+        report[name] = summary
+        ok &= (summary['exit_codes'] == [0] and summary['stop_max_s'] <= 1.0
+               and summary['shm_files_left'] == 0
+               and summary['restarts_reaching_a_target'] == args.runs
+               and all(r['restart_exit_code'] == 0 for r in runs))
+    report['ok'] = bool(ok)
+    if args.json:
+        print_json(report)
+    else:
+        print_title('shutdown', f'{args.runs} runs per signal', report['machine'])
+        keys = list(report['SIGINT'])
+        print_table(['signal', *keys], [
+            [name, *(f'{v:.3g}' if isinstance(v, float) else v for v in report[name].values())]
+            for name in SIGNALS])
+        print(f"ok: {report['ok']}")
+    return 0 if ok else 1
+
+
+def add_parser(subparsers):
+    """Register the ``shutdown`` subcommand."""
+    p = subparsers.add_parser('shutdown', help='stop the moving node by signal, restart it')
+    p.add_argument('--runs', type=int, default=5, help='runs per signal')
+    p.set_defaults(func=run)
