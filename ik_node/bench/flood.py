@@ -96,6 +96,8 @@ def _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds, queue
         'targets_sent': sent['sent'], 'flood_rate_hz': sent['rate_hz'],
         'largest_burst': sent['largest_burst'],
         'flooder_longest_pause_s': sent['longest_pause_s'],
+        'flooder_longest_pause_at_s': sent['longest_pause_at_s'],
+        'flooder_longest_publish_call_s': sent['longest_publish_s'],
         'targets_read': read, 'targets_dropped_unread': dropped,
         'accounted': read + dropped == sent['sent'],
         'keys_dropped': mon.count('keys_dropped'), 'keys_retimed': mon.count('keys_retimed'),

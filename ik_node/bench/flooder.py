@@ -73,7 +73,7 @@ def main(argv=None):
     time.sleep(0.5)
     total = int(args.rate * args.seconds)
     sent = largest_burst = 0
-    longest_pause = 0.0
+    longest_pause = pause_at = longest_publish = 0.0
     before = time.perf_counter()
     started_at = time.time()
     start = time.perf_counter()
@@ -85,11 +85,15 @@ def main(argv=None):
             msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = \
                 circle_point(args.center, t)
             msg.header.stamp = node.get_clock().now().to_msg()
+            t_pub = time.perf_counter()
             pub.publish(msg)
+            longest_publish = max(longest_publish, time.perf_counter() - t_pub)
             sent += 1
         time.sleep(0.0002)
         now = time.perf_counter()
-        longest_pause, before = max(longest_pause, now - before), now
+        if now - before > longest_pause:
+            longest_pause, pause_at = now - before, before - start
+        before = now
     elapsed = time.perf_counter() - start
     ended_at = time.time()
     # Let the reliable writer deliver what it still holds before the process goes.
@@ -97,6 +101,7 @@ def main(argv=None):
     # sent + 1: the first target, before the flood.
     print(json.dumps({'sent': sent + 1, 'seconds': elapsed, 'rate_hz': sent / elapsed,
                       'largest_burst': largest_burst, 'longest_pause_s': longest_pause,
+                      'longest_pause_at_s': pause_at, 'longest_publish_s': longest_publish,
                       'started_at': started_at, 'ended_at': ended_at,
                       'last_position': [msg.pose.position.x, msg.pose.position.y,
                                         msg.pose.position.z]}), flush=True)
