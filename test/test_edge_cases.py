@@ -32,8 +32,12 @@ called reachable, targets beyond the reach bound unreachable.
 import math
 
 from ik_node.core.chain import Chain
+from ik_node.core.result import IKResult
 import numpy as np
 import pytest
+import rclpy
+from rclpy.context import Context
+from ros_helpers import unique_domain_id
 from test_node import ARMS, model_params, NodeUnderTest, pose_errors
 
 PUBLISH_RATE = 100.0
@@ -123,3 +127,45 @@ def test_edge_cases_keep_speeds_bounded_and_reports_truthful(arm, solver):
             check_steps(chain, node.joints)
     finally:
         assert node.stop() == 0
+
+
+def _failed(q, squared_residual):
+    return IKResult(q=np.asarray(q, dtype=float), success=False,
+                    position_error=math.sqrt(squared_residual), orientation_error=0.0,
+                    iterations=1, restarts=1, elapsed_s=0.0, reason='test')
+
+
+def test_a_failed_solve_is_followed_only_when_it_beats_holding_then_by_one_percent():
+    from ik_node.ros.node import IKNode
+    from rclpy.parameter import Parameter
+    path, base, tip = ARMS['ur5e']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    node = IKNode(context=context, parameter_overrides=[
+        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
+        Parameter('tip_link', value=tip), Parameter('solver', value='jacobian')])
+    try:
+        q_now = np.array(SETUPS['ur5e'][0])
+        node.q = q_now.copy()
+        pose = chain.forward(q_now + 0.3)
+        pos, ang = pose_errors(chain, q_now, pose)     # independent FK
+        held = pos * pos + ang * ang
+        a, b, c, d = (q_now + k * 0.01 for k in (1, 2, 3, 4))
+        # Worse than holding: hold.
+        np.testing.assert_array_equal(node._goal(pose, _failed(a, 1.5 * held)), q_now)
+        # Better than holding: taken; then only a 1 % better one replaces it.
+        np.testing.assert_array_equal(node._goal(pose, _failed(b, 0.5 * held)), b)
+        np.testing.assert_array_equal(node._goal(pose, _failed(c, 0.499 * held)), b)
+        np.testing.assert_array_equal(node._goal(pose, _failed(d, 0.49 * held)), d)
+        # A moved target starts over from holding; a success is always taken.
+        moved = chain.forward(q_now - 0.3)
+        pos, ang = pose_errors(chain, q_now, moved)
+        np.testing.assert_array_equal(
+            node._goal(moved, _failed(a, 0.9 * (pos * pos + ang * ang))), a)
+        ok = IKResult(q=c, success=True, position_error=0.0, orientation_error=0.0,
+                      iterations=1, restarts=0, elapsed_s=0.0, reason='')
+        np.testing.assert_array_equal(node._goal(moved, ok), c)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
