@@ -86,8 +86,8 @@ def _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds, queue
     during = stamps[(stamps >= t0) & (stamps <= t1)]
     periods = np.diff(during)
     rss = np.array(mon.rss)
-    baseline = rss[rss[:, 0] >= t0 + 1.0][0, 1]
-    peak = rss[rss[:, 0] >= t0 + 1.0][:, 1].max()
+    after = rss[rss[:, 0] >= min(t0 + 1.0, t1)]   # sampled until the last target was reached
+    baseline, peak = after[0, 1], after[:, 1].max()
     read = mon.count('targets_received')
     dropped = mon.count('targets_dropped_unread')
     return {

@@ -56,6 +56,7 @@ class SoakSession(MonitoredNode):
         self.unreachable_reports = 0
         self.solve = {'p50': [], 'p99': [], 'max': []}
         self._next_rss = 0.0
+        self.started_at = time.time()   # wall clock, s: the rows' origin
 
     def _on_diag(self, msg):
         super()._on_diag(msg)
