@@ -33,6 +33,7 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from ros_helpers import unique_domain_id, wait_until
+from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from test_node import ARMS, model_params, NodeUnderTest
 from test_urdf import CASES, CORPUS
@@ -191,3 +192,46 @@ def test_a_short_soak_has_no_failure_and_flat_memory():
     assert report['rss_growth_after_first_interval_mib'] < 5.0, report['rows']
     assert 95.0 < report['joint_states_rate_hz'] < 105.0, report
     assert len(report['rows']) >= 3 and report['ok']
+
+
+def test_a_failing_service_or_parameter_callback_answers_with_the_error():
+    from ik_node.ros.node import IKNode
+    from rclpy.parameter import Parameter
+    from std_srvs.srv import Trigger
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    path, base, tip = ARMS['iiwa14']
+    node = IKNode(context=context, parameter_overrides=[
+        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
+        Parameter('tip_link', value=tip)])
+    client_node = rclpy.create_node('reset_client', context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(client_node)
+    try:
+        def broken(*args):
+            raise RuntimeError('injected failure')
+        node.trajectory.reset = broken       # inside ~/reset
+        node._make_solver = broken           # inside a 'solver' parameter change
+        client = client_node.create_client(Trigger, '/ik_node/reset')
+        assert wait_until(client.service_is_ready, 10.0,
+                          lambda p: executor.spin_once(timeout_sec=p))
+        future = client.call_async(Trigger.Request())
+        assert wait_until(future.done, 10.0, lambda p: executor.spin_once(timeout_sec=p))
+        reply = future.result()
+        assert not reply.success and 'injected failure' in reply.message
+        result = node.set_parameters([Parameter('solver', value='jacobian')])[0]
+        assert not result.successful and 'injected failure' in result.reason
+        assert node.get_parameter('solver').value == 'auto'   # old value kept
+        assert node.callback_errors == 2
+        # Still running: the timer keeps publishing finite joint states.
+        published = []
+        client_node.create_subscription(JointState, '/joint_states', published.append, 10)
+        assert wait_until(lambda: len(published) >= 3, 10.0,
+                          lambda p: executor.spin_once(timeout_sec=p))
+        assert all(np.all(np.isfinite(m.position)) for m in published)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        client_node.destroy_node()
+        node.destroy_node()
+        rclpy.shutdown(context=context)

@@ -78,6 +78,13 @@ class StartupError(Exception):
     """A configuration that prevents the node from starting (reported, exit 1)."""
 
 
+def _failed_trigger(exc: Exception, request, response):
+    """Trigger response of a service callback that raised ``exc``."""
+    response.success = False
+    response.message = f'internal error: {type(exc).__name__}: {exc}'
+    return response
+
+
 def _descriptor(text: str, low: Optional[float] = None,
                 high: Optional[float] = None) -> ParameterDescriptor:
     d = ParameterDescriptor(description=text)
@@ -117,7 +124,9 @@ class IKNode(Node):
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._guarded(
+            self._on_set_parameters, lambda exc, params: SetParametersResult(
+                successful=False, reason=f'internal error: {type(exc).__name__}: {exc}')))
         self.joint_pub = self.create_publisher(JointState, 'joint_states', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
@@ -125,7 +134,7 @@ class IKNode(Node):
                                  self._target_qos())
         self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole),
                                  self.get_parameter('target_queue_depth').value)
-        self.create_service(Trigger, '~/reset', self._on_reset)
+        self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
         self._load_model_from_parameters()
         if self.chain is None:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -279,11 +288,13 @@ class IKNode(Node):
 
     # -- callbacks ----------------------------------------------------------------------------
 
-    def _guarded(self, fn):
+    def _guarded(self, fn, answer=None):
         """Wrap a callback: an exception is logged and counted, the node keeps running.
 
-        The wrapper keeps ``fn``'s signature: rclpy passes the message info to
-        subscription callbacks that take two arguments.
+        ``answer(exc, *args)``, when given, makes the reply of a callback that
+        must return one (a service response, a parameter verdict). The wrapper
+        keeps ``fn``'s signature: rclpy passes the message info to subscription
+        callbacks that take two arguments.
         """
         @functools.wraps(fn)
         def wrapper(*args):
@@ -292,6 +303,7 @@ class IKNode(Node):
             except Exception as exc:  # noqa: B902 - a callback must never kill the node
                 self.callback_errors += 1
                 self.get_logger().error(f'{fn.__name__}: {type(exc).__name__}: {exc}')
+                return None if answer is None else answer(exc, *args)
         return wrapper
 
     def _now(self) -> float:
