@@ -14,6 +14,7 @@
 
 """Hardening over real DDS: fuzzing, flooding, malformed models and parameters, shutdown."""
 
+import contextlib
 import json
 import os
 import re
@@ -154,35 +155,47 @@ def test_signals_stop_the_moving_node_within_a_second_cleanly_and_a_restart_work
         assert run['restarts_reaching_a_target'] == 1, report
 
 
-def test_an_exception_in_a_callback_is_logged_counted_and_survived():
+@contextlib.contextmanager
+def in_process_iiwa(**params):
+    """Run IKNode (iiwa14) in this process on its own domain, with a client, one executor.
+
+    Yields (node, client, spin_once) where spin_once(seconds) runs the executor once.
+    """
     from ik_node.ros.node import IKNode
     from rclpy.parameter import Parameter
     context = Context()
     rclpy.init(context=context, domain_id=unique_domain_id())
     path, base, tip = ARMS['iiwa14']
+    params = dict(urdf_path=str(path), base_link=base, tip_link=tip, **params)
     node = IKNode(context=context, parameter_overrides=[
-        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
-        Parameter('tip_link', value=tip), Parameter('publish_rate', value=200.0)])
+        Parameter(key, value=value) for key, value in params.items()])
+    client = rclpy.create_node('test_client', context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    published = []
-    original_publish = node.joint_pub.publish
-    node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
+    executor.add_node(client)
     try:
+        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        client.destroy_node()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def test_an_exception_in_a_callback_is_logged_counted_and_survived():
+    with in_process_iiwa(publish_rate=200.0) as (node, _, spin_once):
+        published = []
+        original_publish = node.joint_pub.publish
+        node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
+
         def broken(pose):
             raise RuntimeError('injected failure')
         node._solve = broken
-        assert wait_until(lambda: node.callback_errors >= 3, 10.0,
-                          lambda p: executor.spin_once(timeout_sec=p))
+        assert wait_until(lambda: node.callback_errors >= 3, 10.0, spin_once)
         del node._solve  # the class's method again
         published.clear()
-        assert wait_until(lambda: len(published) >= 5, 10.0,
-                          lambda p: executor.spin_once(timeout_sec=p))
+        assert wait_until(lambda: len(published) >= 5, 10.0, spin_once)
         assert all(np.all(np.isfinite(m.position)) for m in published)
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
-        rclpy.shutdown(context=context)
 
 
 def test_a_short_soak_has_no_failure_and_flat_memory():
@@ -195,29 +208,17 @@ def test_a_short_soak_has_no_failure_and_flat_memory():
 
 
 def test_a_failing_service_or_parameter_callback_answers_with_the_error():
-    from ik_node.ros.node import IKNode
     from rclpy.parameter import Parameter
     from std_srvs.srv import Trigger
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    path, base, tip = ARMS['iiwa14']
-    node = IKNode(context=context, parameter_overrides=[
-        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
-        Parameter('tip_link', value=tip)])
-    client_node = rclpy.create_node('reset_client', context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(client_node)
-    try:
+    with in_process_iiwa() as (node, client_node, spin_once):
         def broken(*args):
             raise RuntimeError('injected failure')
         node.trajectory.reset = broken       # inside ~/reset
         node._make_solver = broken           # inside a 'solver' parameter change
         client = client_node.create_client(Trigger, '/ik_node/reset')
-        assert wait_until(client.service_is_ready, 10.0,
-                          lambda p: executor.spin_once(timeout_sec=p))
+        assert wait_until(client.service_is_ready, 10.0, spin_once)
         future = client.call_async(Trigger.Request())
-        assert wait_until(future.done, 10.0, lambda p: executor.spin_once(timeout_sec=p))
+        assert wait_until(future.done, 10.0, spin_once)
         reply = future.result()
         assert not reply.success and 'injected failure' in reply.message
         result = node.set_parameters([Parameter('solver', value='jacobian')])[0]
@@ -227,11 +228,5 @@ def test_a_failing_service_or_parameter_callback_answers_with_the_error():
         # Still running: the timer keeps publishing finite joint states.
         published = []
         client_node.create_subscription(JointState, '/joint_states', published.append, 10)
-        assert wait_until(lambda: len(published) >= 3, 10.0,
-                          lambda p: executor.spin_once(timeout_sec=p))
+        assert wait_until(lambda: len(published) >= 3, 10.0, spin_once)
         assert all(np.all(np.isfinite(m.position)) for m in published)
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        client_node.destroy_node()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
