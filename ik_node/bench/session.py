@@ -77,6 +77,7 @@ class MonitoredNode(NodeProcess):
         self.bad_joints = 0
         self.diagnostics: Dict[str, str] = {}
         self.rss: List[Tuple[float, int]] = []   # (wall-clock s, KiB)
+        self._next_rss = 0.0
         qos = QoSProfile(depth=queue_depth, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(JointState, 'joint_states', self._on_joints, qos)
@@ -111,17 +112,21 @@ class MonitoredNode(NodeProcess):
     def watch(self, seconds: float, every_s: float = 0.5, until=None) -> None:
         """Process client callbacks for ``seconds`` (or until ``until()``), sampling RSS.
 
-        The node's RSS is sampled every ``every_s`` seconds into ``self.rss``.
+        The node's RSS goes into ``self.rss`` whenever ``every_s`` seconds have
+        passed since the last sample, also across calls (a stream of short
+        watches between targets samples at that rate too).
         """
         end = time.monotonic() + seconds
         while True:
             now = time.monotonic()
-            kib = rss_kib(self.proc.pid)
-            if kib is not None:
-                self.rss.append((time.time(), kib))
+            if now >= self._next_rss:
+                kib = rss_kib(self.proc.pid)
+                if kib is not None:
+                    self.rss.append((time.time(), kib))
+                self._next_rss = now + every_s
             if now >= end or (until is not None and until()):
                 return
-            self.spin(min(every_s, end - now))
+            self.spin(min(end - now, 0.05))
 
     def send_pose(self, pose: np.ndarray, frame: str = '') -> None:
         """Publish a 4x4 target pose (base frame, metres)."""

@@ -55,7 +55,6 @@ class SoakSession(MonitoredNode):
         self.targets = self.poles = 0
         self.unreachable_reports = 0
         self.solve = {'p50': [], 'p99': [], 'max': []}
-        self._next_rss = 0.0
         self.started_at = time.time()   # wall clock, s: the rows' origin
 
     def _on_diag(self, msg):
@@ -72,18 +71,6 @@ class SoakSession(MonitoredNode):
         return np.clip(q, self.chain.lower + LIMIT_MARGIN_RAD,
                        self.chain.upper - LIMIT_MARGIN_RAD)
 
-    def pause(self, seconds: float) -> None:
-        """Process callbacks for ``seconds``, sampling RSS every RSS_EVERY_S."""
-        end = time.monotonic() + seconds
-        while True:
-            now = time.monotonic()
-            if now >= self._next_rss:
-                self.watch(0.0)
-                self._next_rss = now + RSS_EVERY_S
-            if now >= end:
-                return
-            self.spin(min(end - now, 0.05))
-
     def episode(self) -> None:
         """One random episode: a stream along a joint-space line, or a jump and a pause."""
         q_next = self.random_configuration()
@@ -93,11 +80,11 @@ class SoakSession(MonitoredNode):
             for k in range(1, n + 1):
                 self.send_pose(self.chain.forward(self.q_goal + (q_next - self.q_goal) * k / n))
                 self.targets += 1
-                self.pause(1.0 / rate)
+                self.watch(1.0 / rate, RSS_EVERY_S)
         else:
             self.send_pose(self.chain.forward(q_next))
             self.targets += 1
-            self.pause(self.rng.uniform(0.5, 3.0))
+            self.watch(self.rng.uniform(0.5, 3.0), RSS_EVERY_S)
         self.q_goal = q_next
         if self.rng.random() < 0.1:
             msg = PointStamped()
@@ -142,7 +129,7 @@ def soak(minutes: float, seed: int = 0, interval_s: float = 60.0, domain=None) -
         session.send_pose(final)
         session.targets += 1
         reached_s = session.reaches(final, 30.0)
-        session.pause(1.0)   # the newest diagnostics
+        session.watch(1.0, RSS_EVERY_S)   # the newest diagnostics
         alive = session.proc.poll() is None
     finally:
         code = session.close()
