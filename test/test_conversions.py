@@ -16,10 +16,10 @@
 
 import math
 
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PoseStamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.bench.fuzz import BASE, expected_reason, message_batches
+from ik_node.bench.fuzz import BASE, expected_reason, message_batches, raw_message
 from ik_node.core import rotations as rot
 from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
     pose_to_matrix, RejectedMessage
@@ -32,15 +32,7 @@ from strategies import unit_quaternions
 @given(message_batches(max_batch=4))
 def test_checks_reject_exactly_what_the_spec_rejects(batch):
     for kind, frame, values, _, _ in batch:
-        if kind == 'pose':
-            msg = PoseStamped()
-            (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z,
-             msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-             msg.pose.orientation.w) = values
-        else:
-            msg = PointStamped()
-            msg.point.x, msg.point.y, msg.point.z = values
-        msg.header.frame_id = frame
+        msg = raw_message(kind, frame, values)
         want = expected_reason(kind, frame, values)
         try:
             out = check_target(msg, BASE) if kind == 'pose' else check_point(msg, BASE)

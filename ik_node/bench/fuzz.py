@@ -61,6 +61,21 @@ def expected_reason(kind: str, frame: str, values) -> Optional[str]:
     return None
 
 
+def raw_message(kind: str, frame: str, values, stamp=(0, 0)):
+    """Build a PoseStamped ('pose': x y z qx qy qz qw) or PointStamped ('pole': x y z) as is."""
+    if kind == 'pose':
+        msg = PoseStamped()
+        (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z,
+         msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+         msg.pose.orientation.w) = values
+    else:
+        msg = PointStamped()
+        msg.point.x, msg.point.y, msg.point.z = values
+    msg.header.frame_id = frame
+    msg.header.stamp.sec, msg.header.stamp.nanosec = stamp
+    return msg
+
+
 def message_batches(max_batch: int = 12):
     """Hypothesis strategy: lists of (kind, frame, values, stamp, repeat)."""
     from hypothesis import strategies as st
@@ -97,21 +112,11 @@ class FuzzSession(MonitoredNode):
 
     def send_batch(self, batch) -> None:
         """Publish a drawn batch (spaced by 1 ms), tallying the expected rejections."""
-        for kind, frame, values, (sec, nanosec), repeat in batch:
+        for kind, frame, values, stamp, repeat in batch:
             reason = expected_reason(kind, frame, values)
+            msg = raw_message(kind, frame, values, stamp)
+            pub = self.pose_pub if kind == 'pose' else self.pole_pub
             for _ in range(repeat):
-                if kind == 'pose':
-                    msg = PoseStamped()
-                    (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z,
-                     msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-                     msg.pose.orientation.w) = values
-                    pub = self.pose_pub
-                else:
-                    msg = PointStamped()
-                    msg.point.x, msg.point.y, msg.point.z = values
-                    pub = self.pole_pub
-                msg.header.frame_id = frame
-                msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
                 pub.publish(msg)
                 if reason is None:
                     self.valid[kind] += 1
