@@ -30,13 +30,16 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 
 
-def free_domain(first: int = 120, last: int = 230, probe_s: float = 0.5) -> int:
+def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
     """Return a ROS_DOMAIN_ID in [first, last] on which no other ROS node is seen.
 
     Domains are tried in random order; on each, a probe node listens for
     ``probe_s`` seconds (existing participants answer a newcomer's
-    announcement at once). Two benchmarks that picked the same domain at
-    random talked to each other's nodes: this avoids it.
+    announcement at once; about 0.15 s on an idle 2-core VM, longer under
+    load). Two benchmarks that picked the same domain at random talked to
+    each other's nodes: this avoids it. A node that has not been discovered
+    within ``probe_s`` is missed, so this lowers the chance of a shared
+    domain rather than excluding it.
 
     Raises:
         RuntimeError: ten domains tried, all busy.
