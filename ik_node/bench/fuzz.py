@@ -32,7 +32,7 @@ from typing import Dict, Optional
 
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
-from ik_node.bench.session import BASE, MonitoredNode, Q_START, TIP
+from ik_node.bench.session import BASE, MonitoredNode, TIP
 from ik_node.ros.process import free_domain
 import numpy as np
 
@@ -126,9 +126,7 @@ class FuzzSession(MonitoredNode):
 
     def reach_valid_target(self, timeout_s: float = 30.0) -> bool:
         """Send a reachable target near the start pose; return whether the arm got there."""
-        q_goal = np.clip(Q_START + self.rng.uniform(-0.4, 0.4, self.chain.n),
-                         self.chain.lower, self.chain.upper)
-        pose = self.chain.forward(q_goal)
+        pose = self.pose_near_start(self.rng)
         # A pole from the garbage may have turned the elbow: the check is on
         # the tip pose only (the swivel is free).
         self.send_pose(pose, BASE if self.rng.random() < 0.5 else '')

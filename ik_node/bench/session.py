@@ -128,6 +128,12 @@ class MonitoredNode(NodeProcess):
                 return
             self.spin(min(end - now, 0.05))
 
+    def pose_near_start(self, rng: np.random.Generator) -> np.ndarray:
+        """Tip pose (4x4, base frame) of joints drawn within +-0.4 rad of Q_START, in limits."""
+        q = np.clip(Q_START + rng.uniform(-0.4, 0.4, self.chain.n),
+                    self.chain.lower, self.chain.upper)
+        return self.chain.forward(q)
+
     def send_pose(self, pose: np.ndarray, frame: str = '') -> None:
         """Publish a 4x4 target pose (base frame, metres)."""
         msg = PoseStamped(pose=matrix_to_pose(pose))

@@ -26,8 +26,8 @@ import os
 import signal
 import time
 
-from ik_node.bench.common import machine_info, print_json, print_table, print_title
-from ik_node.bench.session import MonitoredNode, Q_START
+from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
+from ik_node.bench.session import MonitoredNode
 from ik_node.ros.process import free_domain
 import numpy as np
 
@@ -46,7 +46,7 @@ def stop_once(sig: int, domain: int, rng: np.random.Generator) -> dict:
     before = _shm_files()
     mon = MonitoredNode(domain, {}, 'ik_shutdown_client')
     try:
-        mon.send_pose(mon.chain.forward(Q_START + rng.uniform(-0.4, 0.4, mon.chain.n)))
+        mon.send_pose(mon.pose_near_start(rng))
         mon.spin(0.3)
         start = time.monotonic()
         mon.proc.send_signal(sig)
@@ -59,8 +59,7 @@ def stop_once(sig: int, domain: int, rng: np.random.Generator) -> dict:
     again = MonitoredNode(domain, {}, 'ik_shutdown_client')
     try:
         ready_s = time.monotonic() - start
-        goal = again.chain.forward(np.clip(Q_START + rng.uniform(-0.4, 0.4, again.chain.n),
-                                           again.chain.lower, again.chain.upper))
+        goal = again.pose_near_start(rng)
         again.send_pose(goal)
         reached = again.reaches(goal, 30.0) is not None
     finally:
@@ -97,9 +96,8 @@ def run(args):
     else:
         print_title('shutdown', f'{args.runs} runs per signal', report['machine'])
         keys = list(report['SIGINT'])
-        print_table(['signal', *keys], [
-            [name, *(f'{v:.3g}' if isinstance(v, float) else v for v in report[name].values())]
-            for name in SIGNALS])
+        print_table(['signal', *keys],
+                    [[name, *(cell(v) for v in report[name].values())] for name in SIGNALS])
         print(f"ok: {report['ok']}")
     return 0 if ok else 1
 
