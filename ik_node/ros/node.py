@@ -78,11 +78,21 @@ class StartupError(Exception):
     """A configuration that prevents the node from starting (reported, exit 1)."""
 
 
+def _internal_error(exc: Exception) -> str:
+    """Text of an unexpected exception, as the caller is told it."""
+    return f'internal error: {type(exc).__name__}: {exc}'
+
+
 def _failed_trigger(exc: Exception, request, response):
     """Trigger response of a service callback that raised ``exc``."""
     response.success = False
-    response.message = f'internal error: {type(exc).__name__}: {exc}'
+    response.message = _internal_error(exc)
     return response
+
+
+def _refused_parameters(exc: Exception, params) -> SetParametersResult:
+    """Verdict of a parameter callback that raised ``exc``: refused, old values kept."""
+    return SetParametersResult(successful=False, reason=_internal_error(exc))
 
 
 def _descriptor(text: str, low: Optional[float] = None,
@@ -124,9 +134,8 @@ class IKNode(Node):
         self._joint_msg = JointState()
         self.pole: Optional[np.ndarray] = None
         self.q: Optional[np.ndarray] = None
-        self.add_on_set_parameters_callback(self._guarded(
-            self._on_set_parameters, lambda exc, params: SetParametersResult(
-                successful=False, reason=f'internal error: {type(exc).__name__}: {exc}')))
+        self.add_on_set_parameters_callback(
+            self._guarded(self._on_set_parameters, _refused_parameters))
         self.joint_pub = self.create_publisher(JointState, 'joint_states', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
