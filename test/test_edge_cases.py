@@ -35,10 +35,7 @@ from ik_node.core.chain import Chain
 from ik_node.core.result import IKResult
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
-from ros_helpers import unique_domain_id
-from test_node import ARMS, model_params, NodeUnderTest, pose_errors
+from test_node import ARMS, in_process_node, model_params, NodeUnderTest, pose_errors
 
 PUBLISH_RATE = 100.0
 # Home, and the joints that make each case: (wrist joint whose zero aligns
@@ -136,16 +133,9 @@ def _failed(q, squared_residual):
 
 
 def test_a_failed_solve_is_followed_only_when_it_beats_holding_then_by_one_percent():
-    from ik_node.ros.node import IKNode
-    from rclpy.parameter import Parameter
     path, base, tip = ARMS['ur5e']
     chain = Chain.from_urdf_file(str(path), base, tip)
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    node = IKNode(context=context, parameter_overrides=[
-        Parameter('urdf_path', value=str(path)), Parameter('base_link', value=base),
-        Parameter('tip_link', value=tip), Parameter('solver', value='jacobian')])
-    try:
+    with in_process_node('ur5e', solver='jacobian') as (node, _, _):
         q_now = np.array(SETUPS['ur5e'][0])
         node.q = q_now.copy()
         pose = chain.forward(q_now + 0.3)
@@ -166,6 +156,3 @@ def test_a_failed_solve_is_followed_only_when_it_beats_holding_then_by_one_perce
         ok = IKResult(q=c, success=True, position_error=0.0, orientation_error=0.0,
                       iterations=1, restarts=0, elapsed_s=0.0, reason='')
         np.testing.assert_array_equal(node._goal(moved, ok), c)
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=context)

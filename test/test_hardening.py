@@ -14,7 +14,6 @@
 
 """Hardening over real DDS: fuzzing, flooding, malformed models and parameters, shutdown."""
 
-import contextlib
 import json
 import os
 import re
@@ -29,14 +28,11 @@ from ik_node.bench.soak import soak
 from ik_node.core.chain import Chain
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from ros_helpers import unique_domain_id, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from test_node import ARMS, model_params, NodeUnderTest
+from test_node import ARMS, in_process_node, model_params, NodeUnderTest
 from test_urdf import CASES, CORPUS
 
 
@@ -155,35 +151,8 @@ def test_signals_stop_the_moving_node_within_a_second_cleanly_and_a_restart_work
         assert run['restarts_reaching_a_target'] == 1, report
 
 
-@contextlib.contextmanager
-def in_process_iiwa(**params):
-    """Run IKNode (iiwa14) in this process on its own domain, with a client, one executor.
-
-    Yields (node, client, spin_once) where spin_once(seconds) runs the executor once.
-    """
-    from ik_node.ros.node import IKNode
-    from rclpy.parameter import Parameter
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    path, base, tip = ARMS['iiwa14']
-    params = dict(urdf_path=str(path), base_link=base, tip_link=tip, **params)
-    node = IKNode(context=context, parameter_overrides=[
-        Parameter(key, value=value) for key, value in params.items()])
-    client = rclpy.create_node('test_client', context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(client)
-    try:
-        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        client.destroy_node()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-
-
 def test_an_exception_in_a_callback_is_logged_counted_and_survived():
-    with in_process_iiwa(publish_rate=200.0) as (node, _, spin_once):
+    with in_process_node('iiwa14', publish_rate=200.0) as (node, _, spin_once):
         published = []
         original_publish = node.joint_pub.publish
         node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
@@ -210,7 +179,7 @@ def test_a_short_soak_has_no_failure_and_flat_memory():
 def test_a_failing_service_or_parameter_callback_answers_with_the_error():
     from rclpy.parameter import Parameter
     from std_srvs.srv import Trigger
-    with in_process_iiwa() as (node, client_node, spin_once):
+    with in_process_node('iiwa14') as (node, client_node, spin_once):
         def broken(*args):
             raise RuntimeError('injected failure')
         node.trajectory.reset = broken       # inside ~/reset

@@ -14,6 +14,7 @@
 
 """The ik_node executable over real DDS: a subprocess on its own domain, a test client."""
 
+import contextlib
 import os
 from pathlib import Path
 import signal
@@ -145,6 +146,32 @@ def pose_errors(chain, q, target):
     r = tip[:3, :3].T @ target[:3, :3]
     sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
     return np.linalg.norm(tip[:3, 3] - target[:3, 3]), np.arctan2(sin, (np.trace(r) - 1) / 2)
+
+
+@contextlib.contextmanager
+def in_process_node(arm, **params):
+    """Run IKNode on a bundled arm in this process on its own domain, with a client.
+
+    Yields (node, client, spin_once) where spin_once(seconds) runs their one
+    executor once.
+    """
+    from ik_node.ros.node import IKNode
+    from rclpy.parameter import Parameter
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    node = IKNode(context=context, parameter_overrides=[
+        Parameter(key, value=value) for key, value in dict(model_params(arm), **params).items()])
+    client = rclpy.create_node('test_client', context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(client)
+    try:
+        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        client.destroy_node()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
 
 
 @pytest.mark.parametrize('name', sorted(ARMS))
