@@ -36,12 +36,10 @@ import sys
 import time
 
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
-from ik_node.bench.session import MonitoredNode, Q_START
+from ik_node.bench.session import KIB_PER_MIB, MonitoredNode, Q_START
 from ik_node.core.rotations import matrix_to_quaternion
 from ik_node.ros.process import free_domain
 import numpy as np
-
-MIB = 1024.0
 
 
 def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10,
@@ -106,8 +104,8 @@ def _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds, queue
         'period_p50_s': float(np.percentile(periods, 50)),
         'period_p99_s': float(np.percentile(periods, 99)),
         'period_max_s': float(periods.max()),
-        'rss_before_mib': rss_before / MIB, 'rss_baseline_mib': baseline / MIB,
-        'rss_peak_mib': peak / MIB, 'rss_growth_mib': (peak - baseline) / MIB,
+        'rss_before_mib': rss_before / KIB_PER_MIB, 'rss_baseline_mib': baseline / KIB_PER_MIB,
+        'rss_peak_mib': peak / KIB_PER_MIB, 'rss_growth_mib': (peak - baseline) / KIB_PER_MIB,
         'last_target_reached_after_s': reach_s, 'bad_joint_states': mon.bad_joints,
         'callback_errors': mon.count('callback_errors'),
         'node_alive_until_stopped': alive, 'node_exit_code': code,

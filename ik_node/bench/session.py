@@ -39,6 +39,8 @@ Q_START = np.array([0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0])
 # A target is reached when the tip is this close (metres, and Frobenius norm
 # of the rotation difference): the node tests' tolerances.
 REACHED_M, REACHED_ROT = 1e-4, 1e-3
+# rss_kib() values per MiB.
+KIB_PER_MIB = 1024.0
 
 
 def iiwa_arguments(params: Dict[str, object]) -> List[str]:

@@ -34,11 +34,10 @@ import time
 from geometry_msgs.msg import PointStamped
 from ik_node.bench.common import cell, machine_info, print_json, print_measures, print_table, \
     print_title
-from ik_node.bench.session import MonitoredNode, Q_START
+from ik_node.bench.session import KIB_PER_MIB, MonitoredNode, Q_START
 from ik_node.ros.process import free_domain
 import numpy as np
 
-MIB = 1024.0
 RSS_EVERY_S = 5.0
 SPREAD_RAD = 0.6          # random configurations: Q_START +- this, within the limits
 LIMIT_MARGIN_RAD = 0.05
@@ -101,7 +100,7 @@ def _interval_row(session: SoakSession, t_start: float, t_end: float) -> dict:
     periods = np.diff(inside)
     rss = [kib for t, kib in session.rss if t_start <= t < t_end]
     return {'minute_end': (t_end - session.started_at) / 60.0,
-            'rss_mib': (max(rss) if rss else 0) / MIB,
+            'rss_mib': (max(rss) if rss else 0) / KIB_PER_MIB,
             'joint_states': int(inside.size),
             'period_p50_ms': float(np.percentile(periods, 50) * 1e3) if periods.size else None,
             'period_p99_ms': float(np.percentile(periods, 99) * 1e3) if periods.size else None,
@@ -139,7 +138,7 @@ def soak(minutes: float, seed: int = 0, interval_s: float = 60.0, domain=None) -
 def _verdict(session, rows, reached_s, alive, code, minutes) -> dict:
     stamps = np.asarray(session.stamps)
     periods = np.diff(stamps)
-    rss = np.array([kib for _, kib in session.rss]) / MIB
+    rss = np.array([kib for _, kib in session.rss]) / KIB_PER_MIB
     first = rows[0]['rss_mib'] if rows else float('nan')
     later = [r['rss_mib'] for r in rows[1:]]
     growth = (max(later) - first) if later else 0.0
