@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or update) .venv with everything ik_node needs, from PyPI alone.
-# Idempotent: a second run with unchanged requirements only checks a stamp.
+# Idempotent: a second run with unchanged requirements only checks a stamp
+# and that the console scripts are where `source scripts/env.sh` puts PATH.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,6 +17,15 @@ find_python() {
   return 1
 }
 
+# Names of ik_node's console scripts (setup.py) missing from .venv/bin; empty when all are there.
+missing_console_scripts() {
+  .venv/bin/python - .venv/bin <<'PY' 2>/dev/null || echo '(ik_node not installed)'
+import importlib.metadata as md, os, sys
+names = [e.name for e in md.distribution('ik_node').entry_points if e.group == 'console_scripts']
+print(' '.join(n for n in names if not os.access(os.path.join(sys.argv[1], n), os.X_OK)))
+PY
+}
+
 if [ ! -x .venv/bin/python ]; then
   PYTHON="$(find_python)"
   echo "setup: creating .venv with $($PYTHON --version)"
@@ -25,13 +35,24 @@ fi
 touch .venv/COLCON_IGNORE
 
 stamp=.venv/.ik_node-requirements
-want="$(cat requirements/*.txt setup.py | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+want="$(cat requirements/*.txt setup.py setup.cfg scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ -n "$(missing_console_scripts)" ]; then
   echo "setup: installing requirements (ROS 2 Kilted wheels, numpy, test tools)"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
     -r requirements/test.txt
+  # A PEP 660 editable install: pip puts the console scripts in .venv/bin,
+  # on PATH after `source scripts/env.sh`. Without --use-pep517 pip runs the
+  # legacy `setup.py develop`, which obeys setup.cfg's [develop] script_dir
+  # (lib/ik_node: the colcon layout, where `ros2 run` looks) and leaves
+  # ik_node, ik_demo, ik_target and ik_bench off PATH.
+  rm -rf .venv/lib/ik_node  # scripts of such an earlier legacy install
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
-    --no-deps --no-build-isolation -e .
+    --no-deps --no-build-isolation --use-pep517 -e .
+  missing="$(missing_console_scripts)"
+  if [ -n "$missing" ]; then
+    echo "scripts/setup.sh: console scripts not in $ROOT/.venv/bin after install: $missing" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 echo "setup: environment ready in $ROOT/.venv"
