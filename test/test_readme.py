@@ -1,0 +1,205 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Every command line the README shows is run as written: by CI or by a test here.
+
+The README's bash blocks are parsed, not copied: editing a command there
+changes what runs here. The two main commands are lines of ``.ci/run``; the
+shell-session block runs in a clean shell (no venv on PATH); the colcon lines
+of the distro path run in a scratch workspace. ``rosdep`` and the ``ros2``
+CLI are not installable here: their lines are checked against what they
+name (launch file, arguments, topic, frame, benchmark) instead.
+"""
+
+import os
+from pathlib import Path
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+from ik_node.bench.cli import build_parser
+import pytest
+from ros_helpers import unique_domain_id
+from test_packaging import copy_sources
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / 'README.md'
+QUICK_START = 'Quick start'
+DISTRO = 'Standard ROS 2 path'
+# Commands that run until stopped: started in the background, stopped by SIGINT.
+LONG_RUNNING = ('ik_node',)
+# Tools of a ROS 2 distro install, not installable here (see the module docstring).
+DISTRO_ONLY = ('rosdep', 'ros2')
+# A PATH without the project's venv: `source scripts/env.sh` must provide the rest.
+BARE_PATH = os.pathsep.join(p for p in os.environ['PATH'].split(os.pathsep)
+                            if not p.startswith(str(ROOT)))
+
+
+def readme_commands():
+    """Return (section, command) for each command line of the README's bash blocks.
+
+    Trailing comments are dropped; the section is the nearest '## ' heading (up to
+    a parenthesis).
+    """
+    section, in_block, found = '', False, []
+    for line in README.read_text(encoding='utf-8').splitlines():
+        if line.startswith('```'):
+            in_block = line.strip() == '```bash' if not in_block else False
+            continue
+        if not in_block and line.startswith('## '):
+            section = line[3:].split(' (')[0].strip()
+        elif in_block:
+            command = re.sub(r'\s+#.*$', '', line).strip()
+            if command and not command.startswith('#'):
+                found.append((section, command))
+    return found
+
+
+def ci_lines():
+    """Return the stripped lines of .ci/run."""
+    return {line.strip() for line in (ROOT / '.ci' / 'run').read_text().splitlines()}
+
+
+def section_commands(section):
+    """Commands of one README section that CI does not run."""
+    ci = ci_lines()
+    return [cmd for sec, cmd in readme_commands() if sec == section and cmd not in ci]
+
+
+def run_bash(script, env, cwd, timeout_s):
+    """Run a bash script; return the completed process (output as text)."""
+    return subprocess.run(['bash', '-c', script], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+
+
+def clean_env(**extra):
+    """Environment of a new shell: no venv, no ROS variables, own ROS domain."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(('ROS_', 'AMENT_', 'RMW_', 'COLCON_', 'VIRTUAL_ENV', 'PYTHON'))}
+    env.update(PATH=BARE_PATH, ROS_DOMAIN_ID=str(unique_domain_id()), **extra)
+    return env
+
+
+def test_readme_shows_the_two_main_commands_and_ci_runs_them_as_written():
+    main = [cmd for sec, cmd in readme_commands() if sec == QUICK_START][:2]
+    assert main == ['bash scripts/demo.sh', 'bash scripts/test.sh'], main
+    assert set(main) <= ci_lines(), '.ci/run must run the README commands as written'
+    # The main job first: a failing demo must fail CI before the tests run.
+    text = (ROOT / '.ci' / 'run').read_text()
+    assert text.index('bash scripts/demo.sh') < text.index('bash scripts/test.sh')
+
+
+def test_every_readme_command_is_run_by_ci_or_by_a_test():
+    ci = ci_lines()
+    runners = {QUICK_START, DISTRO}
+    orphans = [(sec, cmd) for sec, cmd in readme_commands()
+               if cmd not in ci and sec not in runners]
+    assert not orphans, f'README commands run by neither .ci/run nor test_readme.py: {orphans}'
+
+
+def test_quick_start_shell_session_runs_as_written(tmp_path):
+    """The shell block, line by line in one clean bash: set-up, node, target, benchmark."""
+    node_log = tmp_path / 'ik_node.log'
+    lines = ['set -euo pipefail']
+    for cmd in section_commands(QUICK_START):
+        if cmd.split()[0] in LONG_RUNNING:
+            # As in a second terminal: in the background until it has loaded the model.
+            lines += [f'{cmd} > {shlex.quote(str(node_log))} 2>&1 &', 'node_pid=$!',
+                      'for _ in $(seq 600); do grep -q "model:" '
+                      f'{shlex.quote(str(node_log))} && break; '
+                      'kill -0 $node_pid || exit 90; sleep 0.1; done']
+        else:
+            lines.append(cmd)
+    lines += ['for c in ik_node ik_target ik_bench ik_demo; do command -v $c; done',
+              'kill -INT $node_pid', 'wait $node_pid', 'echo "node exit $?"']
+    result = run_bash('\n'.join(lines), clean_env(), ROOT, 300)
+    log = node_log.read_text() if node_log.exists() else '(no node log)'
+    assert result.returncode == 0, result.stdout + result.stderr + log
+    assert 'node exit 0' in result.stdout
+    # The console scripts come from the venv (not a stale install elsewhere).
+    for name in ('ik_node', 'ik_target', 'ik_bench', 'ik_demo'):
+        assert str(ROOT / '.venv' / 'bin' / name) in result.stdout.splitlines()
+    assert 'sent on /ik_node/target_pose' in result.stdout
+    assert 'matrix_to_quaternion' in result.stdout  # the benchmark's table
+    assert 'model: 7 joints iiwa_link_0 -> tool0' in log
+
+
+def test_distro_path_colcon_lines_run_as_written(tmp_path):
+    """Run the colcon lines in a scratch workspace holding a copy of the package."""
+    ws = tmp_path / 'ws'
+    copy_sources(ws / 'src' / 'ik_node')
+    runnable = [cmd for cmd in section_commands(DISTRO) if cmd.split()[0] not in DISTRO_ONLY]
+    assert runnable == ['colcon build --packages-select ik_node', 'source install/setup.bash']
+    # No `set -u`: colcon's setup.bash reads unset variables, as a user's shell allows.
+    script = '\n'.join(['set -eo pipefail', f'source {ROOT}/scripts/env.sh', *runnable,
+                        'python -c "from ament_index_python.packages import '
+                        "get_package_share_directory as g; print(g('ik_node'))\""])
+    env = clean_env(COLCON_HOME=str(ws / '.colcon'))
+    result = run_bash(script, env, ws, 600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    share = ws / 'install' / 'ik_node' / 'share' / 'ik_node'
+    assert result.stdout.strip().splitlines()[-1] == str(share)
+    assert os.access(ws / 'install' / 'ik_node' / 'lib' / 'ik_node' / 'ik_node', os.X_OK)
+
+
+def test_distro_only_lines_name_what_the_package_provides():
+    """Check the rosdep / ros2 lines: the file, arguments, topic, frame, benchmark exist.
+
+    These tools are not installable here; the launch line is run by hand with
+    launch_ros (see test_launch.py) and this checks what each line names.
+    """
+    lines = [shlex.split(cmd) for cmd in section_commands(DISTRO)
+             if cmd.split()[0] in DISTRO_ONLY]
+    assert [w[:2] for w in lines] == [['rosdep', 'install'], ['ros2', 'launch'],
+                                      ['ros2', 'topic'], ['ros2', 'run']]
+    rosdep, launch, pub, run = lines
+    assert rosdep[2:] == ['--from-paths', 'src', '--ignore-src', '-y']
+    assert launch[2] == 'ik_node' and (ROOT / 'launch' / launch[3]).is_file()
+    arguments = dict(a.split(':=') for a in launch[4:])
+    assert (ROOT / 'config' / f"{arguments['robot']}.yaml").is_file()
+    declared = re.findall(r"DeclareLaunchArgument\('(\w+)'", (ROOT / 'launch' / launch[3])
+                          .read_text())
+    assert set(arguments) <= set(declared)
+    assert pub[2:5] == ['pub', '--once', '/ik_node/target_pose']
+    assert pub[5] == 'geometry_msgs/msg/PoseStamped'
+    message = yaml.safe_load(pub[6])
+    assert message['header']['frame_id'] == 'iiwa_link_0'
+    quaternion = [message['pose']['orientation'][k] for k in 'xyzw']
+    assert abs(sum(v * v for v in quaternion) - 1.0) < 1e-12
+    assert run[2:4] == ['ik_node', 'ik_bench']
+    build_parser().parse_args(run[4:])
+
+
+def test_ik_bench_commands_named_in_the_readme_parse():
+    """Every `ik_bench ...` the README names (figures' commands) is a valid command line."""
+    named = set(re.findall(r'`ik_bench ([^`]+)`', README.read_text(encoding='utf-8')))
+    assert len(named) >= 10, named
+    parser = build_parser()
+    for text in sorted(named):
+        argv = shlex.split(text.replace(' N', ' 5'))
+        try:
+            parser.parse_args(argv)
+        except SystemExit:
+            pytest.fail(f'README names `ik_bench {text}`, which ik_bench does not accept')
+
+
+def test_console_scripts_are_on_path_of_the_test_command():
+    # scripts/test.sh sources scripts/env.sh, so the README's commands resolve
+    # to the venv's console scripts (an editable install that put them in
+    # lib/ik_node once left them off PATH).
+    for name in ('ik_node', 'ik_target', 'ik_bench', 'ik_demo'):
+        assert shutil.which(name) == str(Path(sys.prefix) / 'bin' / name), name
