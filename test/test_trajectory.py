@@ -74,7 +74,9 @@ def test_single_key_after_rest_is_a_smooth_move_timed_by_the_limits():
     # No overshoot: the progress along the chord never decreases nor passes the goal.
     chord = goal_p / np.linalg.norm(goal_p)
     progress = np.array([s.position @ chord for _, s in samples])
-    assert np.all(np.diff(progress) >= -1e-12) and progress.max() <= np.linalg.norm(goal_p)
+    # 1e-12: the dot product and the norm round differently (1 ulp seen).
+    assert np.all(np.diff(progress) >= -1e-12) and \
+        progress.max() <= np.linalg.norm(goal_p) + 1e-12
     # Starts and ends at rest.
     assert np.linalg.norm(samples[1][1].linear_velocity) < 0.02
 
