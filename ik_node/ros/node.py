@@ -310,6 +310,11 @@ class IKNode(Node):
             try:
                 return fn(*args)
             except Exception as exc:  # noqa: B902 - a callback must never kill the node
+                if not self.context.ok():
+                    # SIGINT / SIGTERM shut the context down while this callback
+                    # ran, so its publish failed ("publisher's context is
+                    # invalid"): the requested stop, not an error.
+                    return None if answer is None else answer(exc, *args)
                 self.callback_errors += 1
                 self.get_logger().error(f'{fn.__name__}: {type(exc).__name__}: {exc}')
                 return None if answer is None else answer(exc, *args)
