@@ -210,6 +210,7 @@ def test_a_tick_caught_by_the_shutdown_logs_no_error():
         logged = []
 
         class Recorder:
+
             def __getattr__(self, level):
                 return lambda text, **kwargs: logged.append((level, text))
         node.get_logger = Recorder

@@ -217,6 +217,19 @@ def test_restarts_are_reproducible_and_bounded(backend):
     np.testing.assert_array_equal(first.q, second.q)
 
 
+def test_default_budget_follows_the_backend_and_an_explicit_one_wins():
+    # The numpy reference needs a larger budget for the same success rate
+    # (README, "Without numba"); an explicit timeout_s is always kept.
+    chain = load('ur5e')[0]
+    numpy_default = JacobianIK(chain, backend='numpy').timeout_s
+    numba_default = JacobianIK(chain, backend='numba').timeout_s
+    assert numpy_default >= 5 * numba_default > 0
+    assert JacobianIK(chain, backend='numpy', timeout_s=0.02).timeout_s == 0.02
+    # 'auto' takes the default of the backend it ends up with.
+    auto = JacobianIK(chain)
+    assert auto.timeout_s == {'numpy': numpy_default, 'numba': numba_default}[auto.backend]
+
+
 @BACKENDS
 def test_continuous_joints_stay_near_the_seed(backend):
     chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')

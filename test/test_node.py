@@ -47,10 +47,12 @@ ARMS = {
 class NodeUnderTest:
     """The node as a subprocess and a client node on a fresh ROS domain."""
 
-    def __init__(self, params, namespace=None, extra_args=(), joint_topic=None, domain=None):
-        """Start the node with ``params`` (and a namespace); create the client."""
+    def __init__(self, params, namespace=None, extra_args=(), joint_topic=None, domain=None,
+                 env=None):
+        """Start the node with ``params`` (and a namespace, extra environment); make the client."""
         self.domain = unique_domain_id() if domain is None else domain
-        env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1')
+        env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1',
+                   **(env or {}))
         args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
         for key, value in params.items():
             args += ['-p', f'{key}:={value}']
@@ -354,3 +356,34 @@ def test_the_readme_main_job_runs_and_checks_itself(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'unreachable target reported in /diagnostics: True' in result.stdout
     assert (tmp_path / 'ik_demo.png').stat().st_size > 10_000
+
+
+@pytest.fixture
+def without_numba(tmp_path):
+    """Environment in which ``import numba`` fails, as on a machine without it."""
+    shim = tmp_path / 'hide_numba' / 'numba'
+    shim.mkdir(parents=True)
+    (shim / '__init__.py').write_text("raise ImportError('numba is hidden by this test')\n")
+    path = os.pathsep.join(filter(None, [str(shim.parent), os.environ.get('PYTHONPATH')]))
+    return {'PYTHONPATH': path}
+
+
+@pytest.mark.parametrize('name', sorted(ARMS))
+def test_without_numba_the_node_says_so_once_and_still_reaches_targets(name, without_numba):
+    path, base, tip = ARMS[name]
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    node = NodeUnderTest(model_params(name), env=without_numba)
+    try:
+        node.ready(60.0)
+        q_goal = chain.mid_limits() + np.array([0.3, 0.5, -0.2, -0.8, 0.4, 0.7, 0.1])[:chain.n]
+        assert node.reaches(chain, q_goal, 60.0), node.joints[-1]
+        for msg in node.joints:
+            q, v = np.array(msg.position), np.array(msg.velocity)
+            assert np.all(np.isfinite(q)) and chain.within_limits(q)
+            assert np.all(np.abs(v) <= chain.velocity * (1 + 1e-9))
+    finally:
+        assert node.stop() == 0
+    log = node.output()
+    assert log.count('IK backend: numpy') == 1, log
+    assert 'numba cannot be imported: numba is hidden by this test' in log
+    assert 'IK backend: numba' not in log

@@ -68,7 +68,7 @@ def declared():
 
 
 def launched_packages():
-    """Packages whose executables the launch files start (Node(package=...))."""
+    """Return the packages whose executables the launch files start (Node(package=...))."""
     text = ''.join(p.read_text() for p in (ROOT / 'launch').glob('*.py'))
     return set(re.findall(r"package='(\w+)'", text)) - {'ik_node'}
 

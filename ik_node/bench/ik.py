@@ -120,8 +120,8 @@ def run_solver(chain, solve, targets, seeds):
     }
 
 
-def _ours(chain, backend):
-    solver = JacobianIK(chain, backend=backend)
+def _ours(chain, backend, timeout_s=None):
+    solver = JacobianIK(chain, backend=backend, timeout_s=timeout_s)
     solver.solve(chain.forward(chain.mid_limits()), chain.mid_limits())  # compile / warm up
 
     def solve(target, seed):
@@ -179,7 +179,7 @@ def run(args):
         targets = [chain.forward(_random_q(chain, rng)) for _ in range(args.n)]
         seeds = {'mid-limits': [chain.mid_limits()] * args.n,
                  'random': [_random_q(chain, rng) for _ in range(args.n)]}
-        solvers = [_ours(chain, b) for b in args.backend]
+        solvers = [_ours(chain, b, args.timeout) for b in args.backend]
         if args.compare:
             found = list(_peers(path, chain))
             if not found:
@@ -220,6 +220,9 @@ def add_parser(subparsers):
                    default=['mid-limits', 'random'], help='where each solve starts')
     p.add_argument('--backend', nargs='+', choices=['numba', 'numpy'], default=['numba'],
                    help='JacobianIK backends to run (default numba)')
+    p.add_argument('--timeout', type=float, default=None, metavar='SECONDS',
+                   help="JacobianIK's timeout_s per solve (default: the solver's own, "
+                        'which depends on the backend)')
     p.add_argument('--compare', action='store_true',
                    help='also run TRAC-IK (pytracik) / Robotics Toolbox where installed')
     p.set_defaults(func=_checked)
@@ -230,4 +233,6 @@ def _checked(args):
         raise SystemExit('ik_bench ik: --urdf needs --base and --tip')
     if args.n < 1:
         raise SystemExit('ik_bench ik: -n must be at least 1')
+    if args.timeout is not None and not args.timeout > 0:
+        raise SystemExit('ik_bench ik: --timeout must be a positive number of seconds')
     return run(args)

@@ -46,3 +46,15 @@ def load_compiled(backend: str, *modules: str) -> Tuple[Optional[ModuleType], ..
             raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
                                     f'({exc})') from None
         return (None,) * len(modules)
+
+
+def compiled_status() -> Tuple[str, str]:
+    """Return ('numba', '') when the compiled twins load, else ('numpy', the reason).
+
+    What ``backend='auto'`` picks: the node logs it once at start-up.
+    """
+    try:
+        importlib.import_module('ik_node.core._jit_ik')
+    except ImportError as exc:
+        return 'numpy', f'numba cannot be imported: {exc}'
+    return 'numba', ''

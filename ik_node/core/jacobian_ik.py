@@ -77,6 +77,12 @@ DAMPING_UP = 10.0
 # toward the seed acts at full gain; below, it shrinks in proportion.
 BIAS_FULL_ABOVE = 0.1
 
+# Default wall-clock budget of a solve, seconds, per backend: the numpy
+# reference runs the same iterations ~50x slower than the compiled twin, so
+# it gets a larger budget to reach the same success rate (README, "Without
+# numba": measured with ik_bench ik --backend numpy --timeout).
+DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
+
 # An attempt is abandoned as a local minimum when the cost has fallen by
 # less than this fraction over STALL_WINDOW accepted iterations. Loose
 # values stop too early on the slow (linear) approach to a singular optimum,
@@ -155,7 +161,8 @@ class JacobianIK:
         max_restarts: random restarts after the attempt from the seed fails.
         restart_candidates: successful restarts to collect before choosing the
             one closest to the seed (1: take the first).
-        timeout_s: wall-clock budget of a whole solve, seconds.
+        timeout_s: wall-clock budget of a whole solve, seconds; None: the
+            backend's default (DEFAULT_TIMEOUT_S).
         nullspace_gain: fraction of the way back to the seed that the null
             space moves per iteration (0 disables the bias).
         max_step: largest joint change per iteration, rad (or m).
@@ -176,12 +183,16 @@ class JacobianIK:
                  orientation_tolerance: float = 1e-6, goal: str = 'pose',
                  position_weight: float = 1.0, orientation_weight: float = 1.0,
                  max_iterations: int = 100, max_restarts: int = 200,
-                 restart_candidates: int = 1, timeout_s: float = 0.01,
+                 restart_candidates: int = 1, timeout_s: Optional[float] = None,
                  nullspace_gain: float = 0.2, max_step: float = 1.0, random_seed: int = 0,
                  backend: str = 'auto'):
         """Validate the options and precompute the row selection."""
         if goal not in GOALS:
             raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
+        (self._jit,) = load_compiled(backend, '_jit_ik')
+        self.backend = 'numba' if self._jit is not None else 'numpy'
+        if timeout_s is None:
+            timeout_s = DEFAULT_TIMEOUT_S[self.backend]
         positive = {'position_tolerance': position_tolerance,
                     'orientation_tolerance': orientation_tolerance,
                     'position_weight': position_weight, 'orientation_weight': orientation_weight,
@@ -221,8 +232,6 @@ class JacobianIK:
         self._upper = chain.upper
         self._continuous = chain.continuous
         self._w6 = weights
-        (self._jit,) = load_compiled(backend, '_jit_ik')
-        self.backend = 'numba' if self._jit is not None else 'numpy'
 
     # -- public -----------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from typing import Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
 from ik_node.core.jacobian_ik import JacobianIK
@@ -116,6 +117,7 @@ class IKNode(Node):
         """Declare parameters, load the robot model, create the ROS interfaces."""
         super().__init__('ik_node', **kwargs)
         self._declare_parameters()
+        self._log_backend()
         # publish_rate is fixed at start-up (refused at run time).
         self._period = 1.0 / self.get_parameter('publish_rate').value
         self.rejected = collections.Counter()
@@ -194,6 +196,16 @@ class IKNode(Node):
         if qos not in QOS_CHOICES:
             raise StartupError(f"parameter target_qos: '{qos}' is not one of "
                                f"{', '.join(QOS_CHOICES)}")
+
+    def _log_backend(self):
+        """Say once which IK backend runs (numpy is much slower per iteration)."""
+        backend, why = compiled_status()
+        if backend == 'numba':
+            self.get_logger().info('IK backend: numba (compiled kernels)')
+            return
+        self.get_logger().warning(
+            f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
+            'correct but 20-150x slower: install numba (python3-numba) for the compiled one')
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         """Validate run-time changes; the old value is kept when one is refused."""
