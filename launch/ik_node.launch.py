@@ -17,16 +17,34 @@
 ik_node publishes joint_states itself, so no joint_state_publisher runs.
 Arguments: robot (iiwa14 or ur5e, a file pair urdf/<robot>.urdf and
 config/<robot>.yaml), rviz (true/false), namespace.
+
+Every executable is looked up before anything starts: a missing one (rviz2
+on a machine without it, say) stops the launch with one line naming it,
+instead of failing after the other nodes are already running.
 """
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import get_package_prefix, get_package_share_directory, \
+    PackageNotFoundError
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+
+def _missing_executables(wanted):
+    """Return 'package/executable' for each (package, executable) not installed."""
+    missing = []
+    for package, executable in wanted:
+        try:
+            path = os.path.join(get_package_prefix(package), 'lib', package, executable)
+        except PackageNotFoundError:
+            path = None
+        if path is None or not os.access(path, os.X_OK):
+            missing.append(f'{package}/{executable}')
+    return missing
 
 
 def _robot_nodes(context):
@@ -41,6 +59,15 @@ def _robot_nodes(context):
     with open(urdf, encoding='utf-8') as handle:
         description = handle.read()
     namespace = LaunchConfiguration('namespace').perform(context)
+    rviz = IfCondition(LaunchConfiguration('rviz'))
+    wanted = [('robot_state_publisher', 'robot_state_publisher'), ('ik_node', 'ik_node')]
+    if rviz.evaluate(context):
+        wanted.append(('rviz2', 'rviz2'))
+    missing = _missing_executables(wanted)
+    if missing:
+        hint = ' (or launch with rviz:=false)' if 'rviz2/rviz2' in missing else ''
+        raise RuntimeError(f"nothing started: not installed: {', '.join(missing)}; install "
+                           f'{"it" if len(missing) == 1 else "them"}{hint}')
     return [
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              namespace=namespace, parameters=[{'robot_description': description}],
@@ -49,7 +76,7 @@ def _robot_nodes(context):
              parameters=[config, {'robot_description': description}], output='screen'),
         Node(package='rviz2', executable='rviz2', namespace=namespace,
              arguments=['-d', os.path.join(share, 'rviz', 'ik_node.rviz')],
-             condition=IfCondition(LaunchConfiguration('rviz')), output='screen'),
+             condition=rviz, output='screen'),
     ]
 
 
