@@ -12,12 +12,23 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The compiled descent is the numpy reference, kernel by kernel and solve by solve."""
+"""The compiled descent is the numpy reference, kernel by kernel and solve by solve.
+
+The forward kinematics, Jacobian, residual and inverse right Jacobian are
+one source (ik_node.core.kernels) run by CPython and compiled by numba: the
+compiled results must equal the interpreted ones. The damped step and the
+whole descent exist twice (numpy and loops) and are compared here.
+"""
+
+import ast
+from pathlib import Path
+import types
 
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain, InvalidInputError, JacobianIK
+from ik_node.core import _compiled, kernels, srs_kernels
 from ik_node.core import _jit_ik as jit
 from ik_node.core import jacobian_ik as jik
 import numpy as np
@@ -27,38 +38,52 @@ from test_jacobian_ik import ARMS
 
 CHAINS = {name: Chain.from_urdf_file(str(p), b, t) for name, (p, b, t) in ARMS.items()}
 CHAINS['mixed'] = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+CORE = Path(jik.__file__).parent
 
 
-def jit_frames(chain, q):
-    """Run the compiled FK; return (cum_r, cum_p, tip_r, tip_p)."""
-    m = chain._axis.shape[0]
-    out = (np.empty((m, 3, 3)), np.empty((m, 3)), np.empty((3, 3)), np.empty(3))
-    jit._forward(q, chain._pre_rot, chain._pre_trans, chain._axis, chain._prismatic,
-                 chain._driver, chain._mult, chain._offset, chain._tip, *out)
-    return out
+def test_every_kernel_has_a_compiled_twin_of_the_same_code():
+    for module, space in ((kernels, _compiled.K), (srs_kernels, _compiled.S)):
+        functions = {n: f for n, f in vars(module).items()
+                     if isinstance(f, types.FunctionType) and f.__module__ == module.__name__}
+        assert len(functions) >= 10
+        for name, fn in functions.items():
+            assert getattr(space, name).py_func.__code__ is fn.__code__, name
+
+
+def test_compiled_modules_retype_no_constant_and_redefine_no_kernel():
+    kernel_names = {n for m in (kernels, srs_kernels) for n, f in vars(m).items()
+                    if isinstance(f, types.FunctionType)}
+    for path in sorted(CORE.glob('_jit_*.py')):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                assert not isinstance(node.value.value, (int, float)), \
+                    f'{path.name}: constant {ast.unparse(node)} (import it instead)'
+            if isinstance(node, ast.FunctionDef):
+                assert node.name not in kernel_names, f'{path.name} redefines {node.name}'
 
 
 @pytest.mark.parametrize('name', sorted(CHAINS))
 @settings(max_examples=50)
 @given(seed=st.integers(0, 2**32 - 1))
-def test_forward_jacobian_residual_and_task_match_numpy(name, seed):
+def test_compiled_kernels_equal_the_interpreted_ones(name, seed):
     chain = CHAINS[name]
     rng = np.random.default_rng(seed)
     q = random_q(chain, rng)
     target = chain.forward(random_q(chain, rng))
-    cum_r, cum_p, tip_r, tip_p = jit_frames(chain, q)
-    frames, tip = chain._frames(q)
-    np.testing.assert_allclose(cum_r, frames[:, :3, :3], atol=1e-13)
-    np.testing.assert_allclose(cum_p, frames[:, :3, 3], atol=1e-13)
-    np.testing.assert_allclose(tip_r, tip[:3, :3], atol=1e-13)
-    np.testing.assert_allclose(tip_p, tip[:3, 3], atol=1e-13)
+    frames, tip_r, tip_p = chain.frames(q.tolist())
+    frames_c = np.empty((chain.movable, 12))
+    tip_r_c, tip_p_c = _compiled.K.chain_frames(q, chain.fk_arrays, frames_c)
+    np.testing.assert_allclose(frames_c, np.array(frames), atol=1e-14)
+    np.testing.assert_allclose(tip_r_c, tip_r, atol=1e-14)
+    np.testing.assert_allclose(tip_p_c, tip_p, atol=1e-14)
     jac = np.empty((6, chain.n))
-    jit._jacobian(chain._axis, chain._prismatic, chain._driver, chain._mult, cum_r, cum_p,
-                  tip_p, jac)
-    np.testing.assert_allclose(jac, chain._jacobian_from_frames(frames, tip), atol=1e-13)
+    jit._jacobian(frames_c, chain.fk_arrays, tip_p_c, np.empty((chain.n, 6)), jac)
+    np.testing.assert_allclose(jac, chain.jacobian_of_frames(frames, tip_p), atol=1e-13)
+    target_r, target_p = jik.split_pose(target)
     r = np.empty(6)
-    jit._residual(target, tip_r, tip_p, r)
-    np.testing.assert_allclose(r, jik.pose_residual(target, tip), atol=1e-12)
+    jit._residual(target_r, target_p, tip_r_c, tip_p_c, r)
+    np.testing.assert_allclose(r, jik.pose_residual(target, chain.forward(q)), atol=1e-12)
     solver = JacobianIK(chain, backend='numpy', position_weight=2.0, orientation_weight=0.5)
     a, rhs = np.empty((6, chain.n)), np.empty(6)
     jit._task(jac, r, True, True, solver._w6, a, rhs)
@@ -78,9 +103,9 @@ def test_step_matches_numpy_including_the_active_set(name, seed, damping, biased
     near = rng.random(chain.n) < 0.3
     q = np.where(near & np.isfinite(chain.upper), chain.upper - 1e-3, q)
     solver = JacobianIK(chain, backend='numpy')
-    frames, tip = chain._frames(q)
-    r = jik.pose_residual(chain.forward(random_q(chain, rng)), tip)
-    a = solver._task_matrix(chain._jacobian_from_frames(frames, tip), r)
+    frames, _, tip_p = chain.frames(q.tolist())
+    r = jik.pose_residual(chain.forward(random_q(chain, rng)), chain.forward(q))
+    a = solver._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
     rhs = solver._weighted(r)
     q_ref = random_q(chain, rng)
     expected = solver._step(a, rhs, q, q_ref if biased else None, damping)

@@ -22,12 +22,13 @@ compiled code). Tests check it against the numpy implementation.
 
 import math
 
-from ik_node.core.balljoint import RANK_DEFICIENT_BELOW, SWAP_ABOVE
+from ik_node.core._compiled import K
+from ik_node.core.balljoint import KIND_CODES, RANK_DEFICIENT_BELOW, SWAP_ABOVE
 import numba
 import numpy as np
 
-QUATERNION = 0
-EULER = 1
+QUATERNION = KIND_CODES['quaternion']
+EULER = KIND_CODES['euler']
 
 _jit = numba.njit(cache=True, nogil=True)
 
@@ -54,26 +55,14 @@ def _rotation_and_derivatives(u, kind, r, d):
         d[1, 0, 2], d[1, 1, 2], d[1, 2, 2] = 0.0, sy * sp * cr - cy * sr, -sy * sp * sr - cy * cr
         d[2, 0, 2], d[2, 1, 2], d[2, 2, 2] = 0.0, cp * cr, -cp * sr
         return
-    t = math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
-    t2 = t * t
-    if t < 1e-4:  # rotations.EXP_SERIES_BELOW
-        s = 1.0 - t2 / 6.0 + t2 * t2 / 120.0
-    else:
-        s = math.sin(t) / t
-    if t < 1e-2:  # rotations.DEXP_SERIES_BELOW
-        c = -1.0 / 3.0 + t2 / 30.0 - t2 * t2 / 840.0 + t2 * t2 * t2 / 45360.0
-    else:
-        c = (math.cos(t) - s) / t2
-    x, y, z, w = s * u[0], s * u[1], s * u[2], math.cos(t)
-    r[0, 0], r[0, 1], r[0, 2] = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
-    r[1, 0], r[1, 1], r[1, 2] = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
-    r[2, 0], r[2, 1], r[2, 2] = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+    x, y, z, w = K.quat_exp(u[0], u[1], u[2])
+    m = K.quat_to_matrix(x, y, z, w)
+    for a in range(3):
+        for b in range(3):
+            r[a, b] = m[3 * a + b]
+    dq = K.quat_dexp(u[0], u[1], u[2])  # dq/du: 4 rows (x, y, z, w) of 3
     for j in range(3):
-        # dq/du_j: (s e_j + c u u_j, -s u_j)
-        dx = c * u[0] * u[j] + (s if j == 0 else 0.0)
-        dy = c * u[1] * u[j] + (s if j == 1 else 0.0)
-        dz = c * u[2] * u[j] + (s if j == 2 else 0.0)
-        dw = -s * u[j]
+        dx, dy, dz, dw = dq[0][j], dq[1][j], dq[2][j], dq[3][j]
         d[0, 0, j] = -4 * (y * dy + z * dz)
         d[0, 1, j] = 2 * (x * dy + y * dx - w * dz - z * dw)
         d[0, 2, j] = 2 * (x * dz + z * dx + w * dy + y * dw)

@@ -43,6 +43,8 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 PARAMETERIZATIONS = ('quaternion', 'euler')
+# Their codes in the compiled twin (_jit_balljoint), which takes numbers.
+KIND_CODES = {'quaternion': 0, 'euler': 1}
 
 # A log-quaternion longer than pi/2 (a rotation past a half turn) is swapped
 # for the log of -q, u (1 - pi / |u|): the same rotation, shorter vector, so

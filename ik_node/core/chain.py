@@ -30,7 +30,9 @@ from dataclasses import dataclass
 import math
 from typing import List, Optional, Sequence, Tuple
 
+from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError, ModelError
+from ik_node.core.result import fields_equal
 import numpy as np
 import numpy.typing as npt
 
@@ -43,7 +45,7 @@ JOINT_TYPES = MOVABLE_TYPES + ('fixed',)
 MIN_AXIS_NORM = 1e-9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Joint:
     """One joint of a chain, as the URDF describes it.
 
@@ -69,6 +71,9 @@ class Joint:
     upper: float = math.inf
     velocity: float = math.inf
     mimic: Optional[Tuple[str, float, float]] = None
+
+    __eq__ = fields_equal
+    __hash__ = None  # type: ignore[assignment]  # equal by value, arrays inside
 
 
 def _check_joint(joint: Joint) -> Tuple[FloatArray, FloatArray]:
@@ -99,15 +104,6 @@ def _check_joint(joint: Joint) -> Tuple[FloatArray, FloatArray]:
         raise ModelError(f'joint {joint.name!r}: velocity limit must be positive, '
                          f'received {joint.velocity}')
     return origin, axis / norm
-
-
-_LEVI_CIVITA = np.zeros((3, 3, 3))
-_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
-_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
-
-
-def _skew(v: FloatArray) -> FloatArray:
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
 
 
 class Chain:
@@ -179,30 +175,41 @@ class Chain:
             mult.append(k)
             offset.append(c)
         pre_arr = np.array(pre)
+        m = len(pre)
         self._pre_rot = np.ascontiguousarray(pre_arr[:, :3, :3])
         self._pre_trans = np.ascontiguousarray(pre_arr[:, :3, 3])
         self._tip = pending
         self._axis = np.array(axes)
-        prismatic_arr = np.array(prismatic, dtype=bool)
-        self._prismatic = prismatic_arr
-        self._has_prismatic = bool(prismatic_arr.any())
-        self._rotates = (~prismatic_arr).astype(np.float64)
-        self._driver = np.array(driver, dtype=np.intp)
+        self._prismatic = np.array(prismatic, dtype=bool)
+        self._has_prismatic = bool(self._prismatic.any())
+        self._driver = np.array(driver, dtype=np.int64)
         self._mult = np.array(mult)
         self._offset = np.array(offset)
         self._identity_map = bool(np.array_equal(self._driver, np.arange(len(driver)))
                                   and np.all(self._mult == 1.0) and np.all(self._offset == 0.0))
-        # Rodrigues: R(theta) = I + sin(theta) K + (1 - cos(theta)) K^2, with the
-        # fixed origin rotation folded in: pre R(theta) = pre + s pre K + c pre K^2.
-        # Stored as a basis so that one batched product builds every rotation:
-        # [1, s, c] @ [pre; pre K; pre K^2] (each row a flattened 3x3).
-        k1 = np.array([_skew(a) for a in self._axis])
-        self._rot_basis = np.stack((self._pre_rot.reshape(-1, 9),
-                                    np.matmul(self._pre_rot, k1).reshape(-1, 9),
-                                    np.matmul(self._pre_rot, k1 @ k1).reshape(-1, 9)), axis=1)
-        # Columns of the joint-space Jacobian summed into free variables.
-        self._to_free = np.zeros((len(driver), len(self.joint_names)))
-        self._to_free[np.arange(len(driver)), self._driver] = self._mult
+        tip_r = tuple(pending[:3, :3].ravel().tolist())
+        tip_p = tuple(pending[:3, 3].tolist())
+        skew = np.zeros((m, 3, 3))
+        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -self._axis[:, 2], self._axis[:, 1], \
+            -self._axis[:, 0]
+        skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = self._axis[:, 2], -self._axis[:, 1], \
+            self._axis[:, 0]
+        rot1 = np.matmul(self._pre_rot, skew)
+        columns = (self._pre_rot.reshape(m, 9), rot1.reshape(m, 9),
+                   np.matmul(rot1, skew).reshape(m, 9), self._pre_trans, self._axis)
+        #: kernels.ChainTables of this chain as tuples (run by CPython: the
+        #: numpy backend) ...
+        rows = [tuple(tuple(row) for row in c.tolist()) for c in columns]
+        self.fk_tables = kernels.ChainTables(
+            rows[0], rows[1], rows[2], rows[3], rows[4], tuple(bool(b) for b in prismatic),
+            tuple(int(d) for d in driver), tuple(float(k) for k in mult),
+            tuple(float(c) for c in offset), tip_r, tip_p)
+        #: ... and as arrays (for the compiled kernels: one unboxing per call).
+        arrays = [np.ascontiguousarray(c) for c in columns]
+        self.fk_arrays = kernels.ChainTables(
+            arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], self._prismatic,
+            self._driver, self._mult, self._offset, tip_r, tip_p)
+        self.movable = m
 
     def _restrict_leader(self, joint: Joint, k_index: int, k: float, c: float):
         """Intersect the leader's limits with those implied by a mimic follower."""
@@ -286,45 +293,21 @@ class Chain:
 
     # -- kinematics -----------------------------------------------------------
 
-    def _joint_values(self, q: FloatArray) -> FloatArray:
-        if self._identity_map:
-            return q
-        return self._mult * q[self._driver] + self._offset
+    def frames(self, q) -> Tuple[list, tuple, tuple]:
+        """Forward kinematics of every joint (kernels.chain_frames), unchecked.
 
-    def _cumulative(self, q: FloatArray) -> FloatArray:
-        """Return (m, 4, 4) poses of each movable joint's frame after its motion.
+        Args:
+            q: (n,) joint values, a sequence of floats.
 
-        A revolute motion does not move the joint frame's origin, so each
-        local transform is [pre_rot R(theta), pre_trans]; a prismatic one adds
-        pre_rot * theta * axis to the translation. The origin of frame j is
-        on joint j's axis, and ``cum[j, :3, :3] @ axis_j`` is that axis in the
-        base frame (R(theta) leaves its own axis unchanged).
+        Returns:
+            (frames, tip rotation 9-tuple, tip position 3-tuple): ``frames[j]``
+            is the 12-tuple (rotation row-major, origin) of movable joint j's
+            frame after its motion, base frame.
+
         """
-        theta = self._joint_values(q)
-        m = theta.shape[0]
-        coef = np.empty((m, 1, 3))
-        coef[:, 0, 0] = 1.0
-        coef[:, 0, 1] = np.sin(theta)
-        coef[:, 0, 2] = 1.0 - np.cos(theta)
-        if self._has_prismatic:
-            coef[:, 0, 1:] *= self._rotates[:, None]
-        local = np.empty((m, 4, 4))
-        local[:, 3, :] = (0.0, 0.0, 0.0, 1.0)
-        local[:, :3, :3] = np.matmul(coef, self._rot_basis).reshape(m, 3, 3)
-        local[:, :3, 3] = self._pre_trans
-        if self._has_prismatic:
-            slide = np.where(self._prismatic, theta, 0.0)[:, None] * self._axis
-            local[:, :3, 3] += np.einsum('jab,jb->ja', self._pre_rot, slide)
-        cum = np.empty_like(local)
-        cum[0] = local[0]
-        for j in range(1, m):  # np.dot is the cheapest 4x4 product call
-            np.dot(cum[j - 1], local[j], out=cum[j])
-        return cum
-
-    def _frames(self, q: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """Return the cumulative joint frames (m, 4, 4) and the tip pose (4, 4)."""
-        cum = self._cumulative(q)
-        return cum, cum[-1] @ self._tip
+        frames: list = [None] * self.movable
+        tip_r, tip_p = kernels.chain_frames(q, self.fk_tables, frames)
+        return frames, tip_r, tip_p
 
     def forward(self, q) -> FloatArray:
         """Pose of the tip link in the base link frame.
@@ -336,18 +319,14 @@ class Chain:
             (4, 4) homogeneous transform ``T_base_tip``.
 
         """
-        return self._frames(self.check_q(q))[1]
+        _, r, p = self.frames(self.check_q(q).tolist())
+        return pose_matrix(r, p)
 
-    def _jacobian_from_frames(self, frames: FloatArray, tip: FloatArray) -> FloatArray:
-        z = np.matmul(frames[:, :3, :3], self._axis[:, :, None])[:, :, 0]
-        d = tip[:3, 3] - frames[:, :3, 3]
-        jac = np.empty((6, z.shape[0]))
-        jac[:3] = np.einsum('ijk,aj,ak->ia', _LEVI_CIVITA, z, d)  # z x d, 6x faster
-        jac[3:] = z.T                                             # than np.cross here
-        if self._has_prismatic:
-            jac[:3, self._prismatic] = z[self._prismatic].T
-            jac[3:, self._prismatic] = 0.0
-        return jac if self._identity_map else jac @ self._to_free
+    def jacobian_of_frames(self, frames, tip_p) -> FloatArray:
+        """Return the (6, n) geometric Jacobian from :meth:`frames`' output."""
+        columns: list = [None] * self.n
+        kernels.chain_jacobian(frames, self.fk_tables, tip_p, self.n, columns)
+        return np.ascontiguousarray(np.array(columns).T)
 
     def jacobian(self, q) -> FloatArray:
         """Geometric Jacobian of the tip, in the base frame.
@@ -360,13 +339,13 @@ class Chain:
             per unit joint speed), rows 3-5 the angular velocity (rad/s).
 
         """
-        frames, tip = self._frames(self.check_q(q))
-        return self._jacobian_from_frames(frames, tip)
+        frames, _, p = self.frames(self.check_q(q).tolist())
+        return self.jacobian_of_frames(frames, p)
 
     def forward_and_jacobian(self, q) -> Tuple[FloatArray, FloatArray]:
         """Return ``(forward(q), jacobian(q))`` sharing one pass over the chain."""
-        frames, tip = self._frames(self.check_q(q))
-        return tip, self._jacobian_from_frames(frames, tip)
+        frames, r, p = self.frames(self.check_q(q).tolist())
+        return pose_matrix(r, p), self.jacobian_of_frames(frames, p)
 
     # -- construction from URDF ----------------------------------------------
 
@@ -381,3 +360,9 @@ class Chain:
         """Read a URDF file and build the chain from ``base_link`` to ``tip_link``."""
         from ik_node.urdf import chain_from_urdf_file
         return chain_from_urdf_file(path, base_link, tip_link)
+
+
+def pose_matrix(r, p) -> FloatArray:
+    """Return the 4x4 transform of a rotation 9-tuple (row-major) and a position 3-tuple."""
+    return np.array(((r[0], r[1], r[2], p[0]), (r[3], r[4], r[5], p[1]),
+                     (r[6], r[7], r[8], p[2]), (0.0, 0.0, 0.0, 1.0)))

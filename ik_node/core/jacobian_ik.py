@@ -44,11 +44,11 @@ import math
 import time
 from typing import Callable, List, Optional, Tuple
 
+from ik_node.core import kernels
 from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.result import check_pose, IKResult
-from ik_node.core.rotations import _from_matrix1, _log1
+from ik_node.core.result import check_budget, check_pose, IKResult, IKSolver
 import numpy as np
 import numpy.typing as npt
 
@@ -61,10 +61,6 @@ except ImportError:  # pragma: no cover - other numpy layouts
     _gufunc_solve1 = None
 
 GOALS = ('pose', 'position', 'orientation')
-
-# Below this rotation-error angle Jr^-1's coefficient uses its series
-# 1/12 + t^2/720 + t^4/30240 (the closed form cancels catastrophically).
-JR_SERIES_BELOW = 1e-3
 
 # Levenberg-Marquardt damping (same units as A: metres and radians).
 DAMPING_START = 1e-4
@@ -92,11 +88,7 @@ STALL_WINDOW = 8
 
 
 def inverse_right_jacobian(phi: FloatArray) -> FloatArray:
-    """Inverse right Jacobian of SO(3) at rotation vector ``phi``.
-
-    ``Log(Exp(phi) Exp(d)) = phi + Jr^-1(phi) d + O(|d|^2)``, with
-    ``Jr^-1 = I + [phi]/2 + (1/t^2 - (1 + cos t) / (2 t sin t)) [phi]^2``,
-    ``t = |phi|``. Exact near 0 (series); finite up to ``t = pi``.
+    """Inverse right Jacobian of SO(3) at rotation vector ``phi`` (kernels.inverse_right_jacobian).
 
     Args:
         phi: (3,) rotation vector, radians, |phi| <= pi.
@@ -105,28 +97,18 @@ def inverse_right_jacobian(phi: FloatArray) -> FloatArray:
         (3, 3) matrix.
 
     """
-    x, y, z = (float(v) for v in phi)
-    t2 = x * x + y * y + z * z
-    t = math.sqrt(t2)
-    if t < JR_SERIES_BELOW:
-        c = 1.0 / 12.0 + t2 / 720.0 + t2 * t2 / 30240.0
-    elif t < math.pi:
-        c = 1.0 / t2 - (1.0 + math.cos(t)) / (2.0 * t * math.sin(t))
-    else:
-        c = 1.0 / t2  # (1 + cos t) / sin t -> 0 at a half turn
-    # I + [phi]/2 + c [phi]^2, with [phi]^2 = phi phi^T - t^2 I.
-    return np.array(((1.0 + c * (x * x - t2), -0.5 * z + c * x * y, 0.5 * y + c * x * z),
-                     (0.5 * z + c * x * y, 1.0 + c * (y * y - t2), -0.5 * x + c * y * z),
-                     (-0.5 * y + c * x * z, 0.5 * x + c * y * z, 1.0 + c * (z * z - t2))))
+    return np.array(kernels.inverse_right_jacobian(phi)).reshape(3, 3)
+
+
+def split_pose(T: FloatArray):
+    """Return the rotation 9-tuple and position 3-tuple of a 4x4 pose (kernels' layout)."""
+    rows = T.tolist()
+    return kernels.rotation_of_rows(rows), kernels.translation_of_rows(rows)
 
 
 def pose_residual(T_target: FloatArray, T: FloatArray) -> FloatArray:
     """Residual ``[p_t - p; 2 log(q_t q^-1)]`` (6,), metres and radians, base frame."""
-    err = np.dot(T_target[:3, :3], T[:3, :3].T).tolist()
-    ux, uy, uz = _log1(*_from_matrix1(err))  # w >= 0: the shortest rotation
-    (_, _, _, x), (_, _, _, y), (_, _, _, z) = T[:3].tolist()
-    (_, _, _, tx), (_, _, _, ty), (_, _, _, tz) = T_target[:3].tolist()
-    return np.array((tx - x, ty - y, tz - z, 2.0 * ux, 2.0 * uy, 2.0 * uz))
+    return np.array(kernels.pose_residual(*split_pose(T_target), *split_pose(T)))
 
 
 def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:
@@ -144,7 +126,7 @@ def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:
     return np.asarray(np.linalg.solve(g, b), dtype=np.float64)
 
 
-class JacobianIK:
+class JacobianIK(IKSolver):
     """Damped-least-squares IK on the log-quaternion pose error, for any Chain.
 
     Args:
@@ -233,15 +215,28 @@ class JacobianIK:
         self._continuous = chain.continuous
         self._w6 = weights
 
+    name = 'jacobian'
+
     # -- public -----------------------------------------------------------------
 
-    def solve(self, T_target, q_seed) -> IKResult:
+    @property
+    def budget_s(self) -> Optional[float]:
+        """Wall-clock budget of a solve, seconds (``timeout_s``)."""
+        return self.timeout_s
+
+    def set_budget(self, seconds: float) -> None:
+        """Set ``timeout_s`` for later solves (InvalidInputError unless finite > 0)."""
+        self.timeout_s = check_budget(seconds)
+
+    def solve(self, T_target, q_reference=None, *, pole=None) -> IKResult:
         """Solve for joints that put the tip at ``T_target``.
 
         Args:
             T_target: (4, 4) target pose of the tip in the chain's base frame.
-            q_seed: (n,) starting joint values; clipped into the limits. The
-                answer stays near it (continuous joints are unwrapped to it).
+            q_reference: (n,) seed, the starting joint values (default: the
+                middle of the limits); clipped into the limits. The answer
+                stays near it (continuous joints are unwrapped to it).
+            pole: ignored: a general chain has no elbow model (IKSolver.uses_pole).
 
         Returns:
             IKResult; when no attempt succeeds, the best configuration found
@@ -253,7 +248,8 @@ class JacobianIK:
         """
         start = time.perf_counter()
         target = check_pose(T_target)
-        seed = self.chain.check_q(q_seed, 'q_seed')
+        seed = self.chain.mid_limits() if q_reference is None else \
+            self.chain.check_q(q_reference, 'q_reference')
         clipped_seed = np.clip(seed, self._lower, self._upper)
         deadline = start + self.timeout_s
         rng: Optional[np.random.Generator] = None
@@ -289,10 +285,6 @@ class JacobianIK:
                         orientation_error=rot_err, iterations=iterations, restarts=restarts,
                         elapsed_s=time.perf_counter() - start, reason=reason)
 
-    def errors(self, T_target: FloatArray, q: FloatArray) -> Tuple[float, float]:
-        """Position (m) and orientation (rad) errors of ``q`` for the goal rows in use."""
-        return self._errors_of(pose_residual(T_target, self.chain._frames(q)[1]))
-
     def _errors_of(self, r: FloatArray) -> Tuple[float, float]:
         pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0
         rot = float(np.linalg.norm(r[3:])) if self._use_orientation else 0.0
@@ -303,24 +295,28 @@ class JacobianIK:
     def _descend(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
                  deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
         """Run LM iterations from q0; return (q, converged, cost, iterations, residual)."""
+        target_r, target_p = split_pose(target)
         if self._jit is not None:
-            c = self.chain
             q, ok, cost, its, r = self._jit.descend(
-                c._pre_rot, c._pre_trans, c._axis, c._prismatic, c._driver, c._mult,
-                c._offset, c._tip, c.n, self._lower, self._upper, target, q0, q_ref,
-                self._use_position, self._use_orientation, self._w6, self.nullspace_gain,
-                self.max_step, self.max_iterations, self.position_tolerance,
-                self.orientation_tolerance)
+                self.chain.fk_arrays, self.chain.n, self._lower, self._upper, target_r,
+                target_p, q0, q_ref, self._use_position, self._use_orientation, self._w6,
+                self.nullspace_gain, self.max_step, self.max_iterations,
+                self.position_tolerance, self.orientation_tolerance)
             return q, bool(ok), float(cost), int(its), r
-        return self._descend_numpy(target, q0, q_ref, deadline)
+        return self._descend_numpy(target_r, target_p, q0, q_ref, deadline)
 
-    def _descend_numpy(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
+    def _evaluate(self, target_r, target_p, q: FloatArray):
+        """Forward kinematics of q and its residual: (frames, tip position, residual (6,))."""
+        frames, tip_r, tip_p = self.chain.frames(q.tolist())
+        r = np.array(kernels.pose_residual(target_r, target_p, tip_r, tip_p))
+        return frames, tip_p, r
+
+    def _descend_numpy(self, target_r, target_p, q0: FloatArray, q_ref: FloatArray,
                        deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
         """Run one attempt with numpy: the reference implementation (module docstring)."""
         chain = self.chain
         q = q0.copy()
-        frames, tip = chain._frames(q)
-        r = pose_residual(target, tip)
+        frames, tip_p, r = self._evaluate(target_r, target_p, q)
         cost = self._cost(r)
         damping = DAMPING_START
         history = [cost]
@@ -329,15 +325,14 @@ class JacobianIK:
                 return q, True, cost, it, r
             if time.perf_counter() > deadline:
                 return q, False, cost, it, r
-            a = self._task_matrix(chain._jacobian_from_frames(frames, tip), r)
+            a = self._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
             rhs = self._weighted(r)
             bias = self.nullspace_gain > 0.0
             while True:
                 dq = self._step(a, rhs, q, q_ref if bias else None, damping)
                 q_new = q + dq
                 np.clip(q_new, self._lower, self._upper, out=q_new)
-                frames_new, tip_new = chain._frames(q_new)
-                r_new = pose_residual(target, tip_new)
+                frames_new, tip_p_new, r_new = self._evaluate(target_r, target_p, q_new)
                 cost_new = self._cost(r_new)
                 if cost_new < cost:
                     damping = max(damping * DAMPING_DOWN, DAMPING_MIN)
@@ -348,7 +343,7 @@ class JacobianIK:
                 damping *= DAMPING_UP
                 if damping > DAMPING_MAX:
                     return q, self._converged(r), cost, it + 1, r
-            q, frames, tip, r, cost = q_new, frames_new, tip_new, r_new, cost_new
+            q, frames, tip_p, r, cost = q_new, frames_new, tip_p_new, r_new, cost_new
             history.append(cost)
             if len(history) > STALL_WINDOW and \
                     cost > (1.0 - STALL_FRACTION) * history[-1 - STALL_WINDOW]:

@@ -12,20 +12,52 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The result record every IK solver returns, and target validation they share."""
+"""What every IK solver shares: its interface, its result record, the pose error.
 
+``solver.solve(T_target, q_reference) -> IKResult``: the tip pose (4, 4) in
+the chain's base frame, a joint vector (n,) to stay near (the seed of a
+numerical solver, the branch and swivel of the analytic one), and an
+optional elbow ``pole`` (base frame, m) that solvers with an elbow model use
+(``uses_pole``) and others ignore. The motion tracker and the node call only
+this, so they never look at which solver runs.
+"""
+
+import abc
+import dataclasses
 from dataclasses import dataclass
 import math
+from typing import Any, ClassVar, Optional, Tuple
 
+from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.rotations import _single_rotation_matrix, check_rotation_matrix
+from ik_node.core.kernels import ORTHONORMAL_TOL
+from ik_node.core.rotations import check_rotation_matrix
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+def fields_equal(a, b):
+    """Value equality of two records of one dataclass whose fields may be arrays.
+
+    The generated ``==`` of a dataclass holding arrays raises (the truth value
+    of an array is ambiguous); this compares arrays with np.array_equal and
+    the other fields with ``==``. Records with it are unhashable.
+    """
+    if type(a) is not type(b):
+        return NotImplemented
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
 class IKResult:
     """Outcome of one IK solve.
 
@@ -55,6 +87,53 @@ class IKResult:
     elapsed_s: float = 0.0
     reason: str = ''
 
+    __eq__ = fields_equal
+    __hash__ = None  # type: ignore[assignment]  # equal by value, arrays inside
+
+
+class IKSolver(abc.ABC):
+    """Inverse kinematics of one chain (see the module docstring).
+
+    Attributes:
+        chain: the chain solved for.
+        backend: 'numba' or 'numpy', the implementation that runs.
+        name: 'analytic' or 'jacobian'.
+        uses_pole: True when ``pole`` turns the elbow (solvers with an elbow model).
+
+    """
+
+    chain: Any  # the Chain solved for
+    backend: str
+    name: ClassVar[str]
+    uses_pole: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def solve(self, T_target, q_reference=None, *, pole=None) -> IKResult:
+        """Solve for joints that put the tip at T_target, near q_reference."""
+
+    @property
+    def budget_s(self) -> Optional[float]:
+        """Wall-clock budget of a solve, seconds (None: a closed form needs none)."""
+        return None
+
+    def set_budget(self, seconds: float) -> None:
+        """Set the wall-clock budget of later solves (ignored by closed forms).
+
+        Raises:
+            InvalidInputError: not a finite number > 0.
+
+        """
+        check_budget(seconds)
+
+
+def check_budget(seconds: float) -> float:
+    """Return ``seconds`` as a float if it is a finite number > 0, else raise InvalidInputError."""
+    value = float(seconds)
+    if not (value > 0.0 and value < float('inf')):
+        raise InvalidInputError(f'timeout: expected a finite number of seconds > 0, received '
+                                f'{seconds!r}')
+    return value
+
 
 def check_pose(pose, name: str = 'T_target') -> FloatArray:
     """Validate a 4x4 homogeneous pose: finite, orthonormal rotation, last row 0 0 0 1.
@@ -68,10 +147,23 @@ def check_pose(pose, name: str = 'T_target') -> FloatArray:
         raise InvalidInputError(f'{name}: expected a (4, 4) homogeneous transform, received '
                                 f'shape {arr.shape}')
     rows = arr.tolist()  # plain floats: ~10x cheaper than numpy checks on a 4x4
+    if kernels.is_rigid_transform(rows, ORTHONORMAL_TOL):
+        return arr
     if not all(math.isfinite(v) for row in rows for v in row):
         raise InvalidInputError(f'{name}: expected finite numbers, received NaN or inf')
     if rows[3] != [0.0, 0.0, 0.0, 1.0]:
         raise InvalidInputError(f'{name}: last row must be [0, 0, 0, 1], received {rows[3]}')
-    if _single_rotation_matrix(np.ascontiguousarray(arr[:3, :3])) is None:
-        check_rotation_matrix(arr[:3, :3], name + ' rotation')  # raises with the reason
+    check_rotation_matrix(arr[:3, :3], name + ' rotation')  # raises with the reason
     return arr
+
+
+def pose_error(T_target: FloatArray, T: FloatArray) -> Tuple[float, float]:
+    """Position error (m) and orientation error (rad, in [0, pi]) of pose T from T_target.
+
+    The one definition used by the solvers, the trajectory and the node
+    (kernels.pose_error): |p_t - p| and the angle of R_t R^T, both (4, 4) in
+    the same frame.
+    """
+    a, b = T_target.tolist(), T.tolist()
+    return kernels.pose_error(kernels.rotation_of_rows(a), kernels.translation_of_rows(a),
+                              kernels.rotation_of_rows(b), kernels.translation_of_rows(b))

@@ -40,7 +40,10 @@ assume unit-norm, finite input of the right shape.
 import math
 from typing import Tuple
 
+from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError, ZeroNormError
+from ik_node.core.kernels import DEXP_SERIES_BELOW, EXP_SERIES_BELOW, LOG_SERIES_BELOW, \
+    ORTHONORMAL_TOL
 import numpy as np
 import numpy.typing as npt
 
@@ -50,25 +53,10 @@ FloatArray = npt.NDArray[np.float64]
 # noise (~1e-16 per component) would be amplified past 1e-10 by normalising.
 MIN_QUAT_NORM = 1e-6
 
-# A vector of quaternion-part norm below this is treated with a Taylor series
-# in log(): atan2(s, w) / s is exact for any normal s > 0, so the series only
-# has to cover s == 0 and denormals; 1e-6 keeps the dropped x**6 / 7 term
-# below 1e-36.
-LOG_SERIES_BELOW = 1e-6
-
-# exp() uses sin(t) / t, exact in floating point for t > 0; below this it
-# switches to the series 1 - t^2/6 + t^4/120 (dropped term t^6/5040 < 1e-30).
-EXP_SERIES_BELOW = 1e-4
-
-# d exp / d u needs (cos t - sin t / t) / t^2, which loses about
-# eps / t^2 relative accuracy by cancellation; below 1e-2 (loss ~2e-12) the
-# series -1/3 + t^2/30 - t^4/840 + t^6/45360 is used (dropped term ~t^8/3e6).
-DEXP_SERIES_BELOW = 1e-2
-
-# Rotation matrices must be orthonormal to this tolerance (max |R^T R - I|)
-# to be accepted; looser than float32 round-off, tight enough to catch a
-# scaled or sheared matrix.
-ORTHONORMAL_TOL = 1e-6
+# The series thresholds of log, exp and d exp / d u, and the orthonormality
+# tolerance, are the kernels' (ik_node.core.kernels, where each is explained):
+# the single-rotation path below runs those kernels, the batch path uses the
+# same thresholds.
 
 # slerp falls back to normalised lerp when the two keys are this close
 # (|dot| above 1 - 1e-12 means an angle below ~1.4e-6 rad), where
@@ -195,105 +183,11 @@ def _single_unit_quaternion(value):
 
 
 def _single_rotation_matrix(value):
-    """Return one valid rotation matrix as a nested 3x3 list, else None."""
+    """Return one valid rotation matrix as a row-major 9-list, else None."""
     if not isinstance(value, np.ndarray) or value.shape != (3, 3) or value.dtype != np.float64:
         return None
-    m = value.tolist()
-    for i in range(3):
-        for j in range(i, 3):
-            dot = m[0][i] * m[0][j] + m[1][i] * m[1][j] + m[2][i] * m[2][j]
-            if not abs(dot - (1.0 if i == j else 0.0)) <= ORTHONORMAL_TOL:
-                return None  # also catches NaN
-    c0 = m[1][1] * m[2][2] - m[1][2] * m[2][1]
-    c1 = m[1][2] * m[2][0] - m[1][0] * m[2][2]
-    c2 = m[1][0] * m[2][1] - m[1][1] * m[2][0]
-    if m[0][0] * c0 + m[0][1] * c1 + m[0][2] * c2 < 0.0:
-        return None
-    return m
-
-
-def _multiply1(ax, ay, az, aw, bx, by, bz, bw):
-    return (aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-            aw * bw - ax * bx - ay * by - az * bz)
-
-
-def _rotate1(x, y, z, w, vx, vy, vz):
-    tx, ty, tz = 2.0 * (y * vz - z * vy), 2.0 * (z * vx - x * vz), 2.0 * (x * vy - y * vx)
-    return (vx + w * tx + y * tz - z * ty,
-            vy + w * ty + z * tx - x * tz,
-            vz + w * tz + x * ty - y * tx)
-
-
-def _to_matrix1(x, y, z, w):
-    xx, yy, zz, xy, xz, yz = x * x, y * y, z * z, x * y, x * z, y * z
-    wx, wy, wz = w * x, w * y, w * z
-    return [[1.0 - 2.0 * (yy + zz), 2.0 * (xy - wz), 2.0 * (xz + wy)],
-            [2.0 * (xy + wz), 1.0 - 2.0 * (xx + zz), 2.0 * (yz - wx)],
-            [2.0 * (xz - wy), 2.0 * (yz + wx), 1.0 - 2.0 * (xx + yy)]]
-
-
-def _from_matrix1(m):
-    # Shepperd's method, as in _from_matrix.
-    (d0, s01, s02), (s10, d1, s12), (s20, s21, d2) = m
-    trace = d0 + d1 + d2
-    # 4 x^2 = 1 - trace + 2 d0, ..., 4 w^2 = 1 + trace: the largest component
-    # is the largest of d0, d1, d2, trace (ties broken in x, y, z, w order,
-    # as np.argmax does in the batch path).
-    best = max(d0, d1, d2, trace)
-    if best == d0:
-        q = [1.0 + d0 - d1 - d2, s01 + s10, s02 + s20, s21 - s12]
-    elif best == d1:
-        q = [s01 + s10, 1.0 - d0 + d1 - d2, s12 + s21, s02 - s20]
-    elif best == d2:
-        q = [s02 + s20, s12 + s21, 1.0 - d0 - d1 + d2, s10 - s01]
-    else:
-        q = [s21 - s12, s02 - s20, s10 - s01, 1.0 + trace]
-    norm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
-    if q[3] < 0.0:
-        norm = -norm
-    return q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm
-
-
-def _sinc1(t):
-    if t < EXP_SERIES_BELOW:
-        t2 = t * t
-        return 1.0 - t2 / 6.0 + t2 * t2 / 120.0
-    return math.sin(t) / t
-
-
-def _exp1(x, y, z):
-    t = math.sqrt(x * x + y * y + z * z)
-    s = _sinc1(t)
-    return s * x, s * y, s * z, math.cos(t)
-
-
-def _log1(x, y, z, w):
-    s = math.sqrt(x * x + y * y + z * z)
-    if s < LOG_SERIES_BELOW and w > 0.0:
-        x2 = (s / w) ** 2
-        k = (1.0 - x2 / 3.0 + x2 * x2 / 5.0) / w
-    elif s > 0.0:
-        k = math.atan2(s, w) / s
-    else:
-        return math.pi, 0.0, 0.0
-    return k * x, k * y, k * z
-
-
-def _dexp1(x, y, z):
-    t = math.sqrt(x * x + y * y + z * z)
-    s = _sinc1(t)
-    if t < DEXP_SERIES_BELOW:
-        t2 = t * t
-        c = -1.0 / 3.0 + t2 / 30.0 - t2 * t2 / 840.0 + t2 * t2 * t2 / 45360.0
-    else:
-        c = (math.cos(t) - s) / (t * t)
-    cx, cy, cz = c * x, c * y, c * z
-    return [[s + cx * x, cx * y, cx * z],
-            [cy * x, s + cy * y, cy * z],
-            [cz * x, cz * y, s + cz * z],
-            [-s * x, -s * y, -s * z]]
+    m = value.ravel().tolist()
+    return m if kernels.is_rotation(m, ORTHONORMAL_TOL) else None
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +218,7 @@ def multiply(a, b) -> FloatArray:
     """
     sa, sb = _single_floats(a, 4), _single_floats(b, 4)
     if sa is not None and sb is not None:
-        return np.array(_multiply1(*sa, *sb))
+        return np.array(kernels.quat_multiply(*sa, *sb))
     return _multiply(_as_float_array(a, 'a', (4,)), _as_float_array(b, 'b', (4,)))
 
 
@@ -377,7 +271,7 @@ def rotate(q, v) -> FloatArray:
     """
     sq, sv = _single_unit_quaternion(q), _single_floats(v, 3)
     if sq is not None and sv is not None:
-        return np.array(_rotate1(*sq, *sv))
+        return np.array(kernels.quat_rotate(*sq, *sv))
     return _rotate(check_quaternion(q), check_vector3(v))
 
 
@@ -415,7 +309,7 @@ def quaternion_to_matrix(q) -> FloatArray:
     """
     single = _single_unit_quaternion(q)
     if single is not None:
-        return np.array(_to_matrix1(*single))
+        return np.array(kernels.quat_to_matrix(*single)).reshape(3, 3)
     return _to_matrix(check_quaternion(q))
 
 
@@ -461,7 +355,7 @@ def matrix_to_quaternion(matrix) -> FloatArray:
     """
     single = _single_rotation_matrix(matrix)
     if single is not None:
-        return np.array(_from_matrix1(single))
+        return np.array(kernels.quat_from_matrix(single))
     return _from_matrix(check_rotation_matrix(matrix, 'matrix'))
 
 
@@ -544,7 +438,7 @@ def exp(u) -> FloatArray:
     """
     single = _single_floats(u, 3)
     if single is not None:
-        return np.array(_exp1(*single))
+        return np.array(kernels.quat_exp(*single))
     return _exp(check_vector3(u, 'u'))
 
 
@@ -590,7 +484,7 @@ def log(q) -> FloatArray:
     """
     single = _single_unit_quaternion(q)
     if single is not None:
-        return np.array(_log1(*single))
+        return np.array(kernels.quat_log(*single))
     return _log(check_quaternion(q))
 
 
@@ -629,7 +523,7 @@ def dexp(u) -> FloatArray:
     """
     single = _single_floats(u, 3)
     if single is not None:
-        return np.array(_dexp1(*single))
+        return np.array(kernels.quat_dexp(*single))
     return _dexp(check_vector3(u, 'u'))
 
 

@@ -32,6 +32,7 @@ the logs, so both give the same rotations (results agree up to the sign of q).
 
 import math
 
+from ik_node.core import kernels
 from ik_node.core import rotations as rot
 import numpy as np
 import numpy.typing as npt
@@ -121,16 +122,16 @@ def _spherical1(qf, qt, qpre, qpost, w, to_t, pre_t, post_t):
         post = neg(post)
 
     def rel(base, q):
-        return rot._log1(*rot._multiply1(*conj(base), *q))
+        return kernels.quat_log(*kernels.quat_multiply(*conj(base), *q))
 
     def cubic3(a, b, c, d):
         return [_cubic1(a[i], b[i], c[i], d[i], w, to_t, pre_t, post_t) for i in range(3)]
 
     zero = (0.0, 0.0, 0.0)
     ln = cubic3(zero, rel(f, t), rel(f, pre), rel(f, post))
-    q1 = rot._multiply1(*f, *rot._exp1(*ln))
+    q1 = kernels.quat_multiply(*f, *kernels.quat_exp(*ln))
     ln = cubic3(rel(t, f), zero, rel(t, pre), rel(t, post))
-    q2 = rot._multiply1(*t, *rot._exp1(*ln))
+    q2 = kernels.quat_multiply(*t, *kernels.quat_exp(*ln))
     return np.array(_slerp1(q1, q2, w))
 
 

@@ -43,11 +43,12 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
+from ik_node.core import kernels, srs_kernels
 from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.result import check_pose, IKResult
-from ik_node.core.rotations import _from_matrix1, _log1, ORTHONORMAL_TOL
+from ik_node.core.kernels import ORTHONORMAL_TOL
+from ik_node.core.result import check_pose, IKResult, IKSolver
 import numpy as np
 import numpy.typing as npt
 
@@ -58,17 +59,12 @@ FloatArray = npt.NDArray[np.float64]
 MEET_TOL_M = 1e-6
 # Below this sine of their angle, two axes count as parallel.
 PARALLEL_SIN = 1e-9
-# Below this norm a direction is undefined (singular geometry) and the
-# documented fallback is used.
-DEGENERATE = 1e-12
 # Near a stretched elbow (swivel-circle radius below this fraction of the
 # upper arm) the swivel of a reference configuration is noise-dominated; the
 # swivel is then chosen by least joint motion: a grid, then golden section.
 STRETCHED_RADIUS = 0.05
 SWIVEL_SEARCH_GRID = 24
 SWIVEL_SEARCH_STEPS = 40
-# An elbow angle this close beyond its limit (rounding) is put on the limit.
-LIMIT_SNAP = 1e-9
 # A wrist centre this far beyond the reach (or inside the fold) is still
 # accepted as reachable: a target built from an exactly stretched arm
 # computes as out of reach by rounding (~1e-16 m).
@@ -133,9 +129,12 @@ def srs_model(chain: Chain) -> SRSModel:
         raise ModelError(f'not an SRS arm: {chain.n} free joints, an SRS arm has 7')
     if chain._has_prismatic or not chain._identity_map or chain._axis.shape[0] != 7:
         raise ModelError('not an SRS arm: needs 7 revolute joints, no prismatic or mimic joints')
-    frames, tip = chain._frames(np.zeros(7))
-    axes = np.einsum('jab,jb->ja', frames[:, :3, :3], chain._axis)
-    points = frames[:, :3, 3]
+    rows, tip_r, tip_p = chain.frames([0.0] * 7)
+    frames = np.array(rows)
+    axes = np.einsum('jab,jb->ja', frames[:, :9].reshape(7, 3, 3), chain._axis)
+    points = frames[:, 9:]
+    tip = np.eye(4)
+    tip[:3, :3], tip[:3, 3] = np.reshape(tip_r, (3, 3)), tip_p
 
     def meeting_point(i, j, k, label):
         try:
@@ -196,95 +195,16 @@ def _reach_range(a, b, w4, lower4, upper4) -> Tuple[float, float]:
     return min(values), max(values)
 
 
-# ---------------------------------------------------------------------------
-# Vectorised geometry (leading batch axis N everywhere)
-# ---------------------------------------------------------------------------
-
-def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Cross product over the last axis (broadcasting); np.cross costs ~10x more here."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
-
-
-def _unit(v: FloatArray) -> Tuple[FloatArray, FloatArray]:
-    n = np.linalg.norm(v, axis=-1)
-    return v / np.where(n > DEGENERATE, n, 1.0)[..., None], n
-
-
-def _rot(w: FloatArray, angle: FloatArray) -> FloatArray:
-    """(N, 3, 3) rotations about unit axis w (3,) or (N, 3) by angle (N,)."""
-    w = np.broadcast_to(w, angle.shape + (3,))
-    s, c = np.sin(angle), 1.0 - np.cos(angle)
-    k = np.zeros(angle.shape + (3, 3))
-    k[..., 0, 1], k[..., 0, 2], k[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
-    k[..., 1, 0], k[..., 2, 0], k[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
-    return np.eye(3) + s[..., None, None] * k + c[..., None, None] * (k @ k)
-
-
-def _sp1(w: FloatArray, p: FloatArray, q: FloatArray, fallback: FloatArray) -> FloatArray:
-    """Angle t with Rot(w, t) p = q (projections normal to w); fallback where undefined."""
-    pp = p - np.einsum('...i,i->...', p, w)[..., None] * w
-    qq = q - np.einsum('...i,i->...', q, w)[..., None] * w
-    y = np.einsum('...i,...i->...', _cross(pp, qq), np.broadcast_to(w, pp.shape))
-    x = np.einsum('...i,...i->...', pp, qq)
-    degenerate = (np.linalg.norm(pp, axis=-1) < 1e-9) | (np.linalg.norm(qq, axis=-1) < 1e-9)
-    return np.where(degenerate, fallback, np.arctan2(y, x))
-
-
-def _sp2(w1, w2, p, q, sign, fallback1):
-    """Angles (t1, t2) with Rot(w1, t1) Rot(w2, t2) p = q, for unit p and q (N, 3).
-
-    The intermediate z = Rot(w2, t2) p = Rot(w1, -t1) q has z . w1 = q . w1,
-    z . w2 = p . w2 and |z| = 1; ``sign`` picks its side of the (w1, w2)
-    plane. Its out-of-plane part g uses 1 - (q . w1)^2 = |q x w1|^2 (a cross
-    product, exact near q = w1) instead of the textbook alpha/beta form,
-    whose rounding near the singular q2 = 0 grows to sqrt(eps) ~ 1.5e-8 rad.
-    """
-    c12 = float(w1 @ w2)
-    s12 = math.sqrt(max(1.0 - c12 * c12, 0.0))
-    t = (w2 - c12 * w1) / s12
-    normal = _cross(w1, w2) / s12
-    a1 = q @ w1
-    zt = (p @ w2 - a1 * c12) / s12
-    qx = np.linalg.norm(_cross(q, np.broadcast_to(w1, q.shape)), axis=-1)
-    g2 = (qx - np.abs(zt)) * (qx + np.abs(zt))
-    g = sign * np.sqrt(np.maximum(g2, 0.0))
-    z = a1[..., None] * w1 + zt[..., None] * t + g[..., None] * normal
-    t2 = _sp1(w2, p, z, np.zeros_like(g))
-    t1 = _sp1(w1, z, q, fallback1)
-    return t1, t2
-
-
-def _spherical(w1, w2, w3, rotation, sign, fallback1):
-    """Split rotation = Rot(w1, t1) Rot(w2, t2) Rot(w3, t3) (N, 3, 3) into angles."""
-    n = rotation.shape[0]
-    target = rotation @ w3
-    t1, t2 = _sp2(w1, w2, np.broadcast_to(w3, (n, 3)), target, sign, fallback1)
-    # t3 from a vector normal to w3.
-    x = _cross(w3, w1 if np.linalg.norm(_cross(w3, w1)) > 1e-6 else w2)
-    x /= np.linalg.norm(x)
-    rest = np.einsum('nba,nb->na', _rot(w1, t1) @ _rot(w2, t2), rotation @ x)
-    t3 = _sp1(w3, np.broadcast_to(x, (n, 3)), rest, np.zeros(n))
-    return t1, t2, t3
-
-
-def _frame(x: FloatArray, y: FloatArray) -> FloatArray:
-    """(N, 3, 3) orthonormal frame with columns x^, y^ (normal to x), x^ x y^."""
-    xh, _ = _unit(x)
-    yh, _ = _unit(y - np.einsum('...i,...i->...', y, xh)[..., None] * xh)
-    return np.stack((xh, yh, _cross(xh, yh)), axis=-1)
-
-
-def _wrap(angle: FloatArray) -> FloatArray:
-    return np.mod(angle + np.pi, 2.0 * np.pi) - np.pi
-
-
-class AnalyticSRS:
+class AnalyticSRS(IKSolver):
     """Closed-form IK of a 7-DoF SRS arm: every branch, swivel angle, pole target, limits.
 
     Build with :meth:`from_chain`; raises ModelError when the chain is not SRS.
+    The geometry of one target at one swivel angle is :mod:`srs_kernels`; this
+    class chooses swivel angles and branches (references, poles, limits).
     """
+
+    name = 'analytic'
+    uses_pole = True
 
     def __init__(self, chain: Chain, model: SRSModel, backend: str = 'auto'):
         """Keep the chain (for FK checks) and its SRS geometry.
@@ -292,163 +212,81 @@ class AnalyticSRS:
         Args:
             chain: the arm's chain.
             model: its SRS geometry (see :func:`srs_model`).
-            backend: 'numpy' (the vectorised reference), 'numba' (the same closed
-                form compiled, one target at a time) or 'auto' (numba if installed).
+            backend: 'numpy' (the kernels run by CPython: the reference),
+                'numba' (the same kernels compiled) or 'auto' (numba if installed).
 
         """
         self.chain = chain
-        self.model = model
-        m = model
-        self._a = m.elbow0 - m.shoulder
-        self._b = m.wrist0 - m.elbow0
-        w4 = m.axes[3]
-        # q4 solves A1 cos q4 + A2 sin q4 = k (law of cosines, see _elbow).
-        self._a1 = float(self._a @ self._b)
-        self._a2 = float(self._a @ _cross(w4, self._b))
-        self._elbow_phase = math.atan2(self._a2, self._a1)
-        self._jit, self._jit_fk = load_compiled(backend, '_jit_srs', '_jit_ik')
-        self.backend = 'numba' if self._jit is not None else 'numpy'
-        self._model_args = (m.axes, m.shoulder, self._a, self._b, m.wrist_in_tip,
-                            m.tip_rotation0, m.upper_arm, m.forearm, self._a1, self._a2,
-                            self._elbow_phase, m.lower, m.upper, m.reach_low, m.reach_high)
-        # The same, packed flat for the compiled entry points (layout in _jit_srs).
-        self._model_vec = np.concatenate((
-            m.axes.ravel(), m.shoulder, self._a, self._b, m.wrist_in_tip,
-            m.tip_rotation0.ravel(), [m.upper_arm, m.forearm, self._a1, self._a2,
-                                      self._elbow_phase], m.lower, m.upper,
-            [m.reach_low, m.reach_high]))
-        self._fk_vec = np.concatenate((chain._pre_rot.ravel(), chain._pre_trans.ravel(),
-                                       chain._axis.ravel(), chain._tip.ravel()))
+        self.model = m = model
+        a = m.elbow0 - m.shoulder
+        b = m.wrist0 - m.elbow0
+        # q4 solves A1 cos q4 + A2 sin q4 = k (law of cosines, srs_kernels.elbow_part).
+        a1 = float(a @ b)
+        a2 = float(a @ np.cross(m.axes[3], b))
+        self._elbow_phase = math.atan2(a2, a1)
+        fields = (tuple(tuple(r) for r in m.axes.tolist()), tuple(m.shoulder.tolist()),
+                  tuple(a.tolist()), tuple(b.tolist()), tuple(m.wrist_in_tip.tolist()),
+                  tuple(m.tip_rotation0.ravel().tolist()), m.upper_arm, m.forearm, a1, a2,
+                  self._elbow_phase, tuple(m.lower.tolist()), tuple(m.upper.tolist()),
+                  m.reach_low, m.reach_high)
+        (compiled,) = load_compiled(backend, '_compiled')
+        self.backend = 'numba' if compiled is not None else 'numpy'
+        self._m: tuple
+        if compiled is not None:
+            self._kernels, self._fk = compiled.S, chain.fk_arrays
+            self._k = compiled.K
+            # Arrays where a table is indexed (one unboxing each per call).
+            self._m = (np.ascontiguousarray(m.axes),) + fields[1:11] + \
+                (np.ascontiguousarray(m.lower), np.ascontiguousarray(m.upper)) + fields[13:]
+        else:
+            self._kernels, self._fk, self._k, self._m = srs_kernels, chain.fk_tables, kernels, \
+                fields
 
     @classmethod
     def from_chain(cls, chain: Chain, backend: str = 'auto') -> 'AnalyticSRS':
         """Recognise the SRS geometry of ``chain`` (see :func:`srs_model`)."""
         return cls(chain, srs_model(chain), backend)
 
-    # -- geometry of a target ------------------------------------------------------
+    # -- the kernels, with this backend's containers ------------------------------
 
-    def _wrist_target(self, targets: FloatArray):
-        """Wrist centres, unit shoulder->wrist directions and clamped distances (N,)."""
-        m = self.model
-        w_t = targets[:, :3, 3] + np.einsum('nab,b->na', targets[:, :3, :3], m.wrist_in_tip)
-        u, d = _unit(w_t - m.shoulder)
-        d_clamped = np.clip(d, m.reach_low, m.reach_high)
-        # A target exactly at the shoulder has no direction: use the base axis.
-        u = np.where((d > DEGENERATE)[:, None], u, m.axes[0])
-        return w_t, u, d, d_clamped
+    def _rows(self, count: int, width: int):
+        """Scratch rows for a kernel: an array compiled, a list under CPython."""
+        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
 
-    def _swivel_basis(self, u: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """e1, e2 (N, 3) spanning the plane normal to u; psi = 0 along e1."""
-        w1, w2 = self.model.axes[0], self.model.axes[1]
-        e1, n1 = _unit(w1 - (u @ w1)[:, None] * u)
-        alt, _ = _unit(w2 - (u @ w2)[:, None] * u)
-        e1 = np.where((n1 > 1e-9)[:, None], e1, alt)  # target on the first joint's axis
-        return e1, _cross(u, e1)
+    def _arg(self, array: FloatArray):
+        """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
+        return array if self.backend == 'numba' else array.tolist()
 
-    def _elbow(self, d: FloatArray, elbow_sign: FloatArray) -> FloatArray:
-        """q4 for shoulder-wrist distances d (N,), on the branch elbow_sign (N,)."""
-        m = self.model
-        k = 0.5 * (d * d - m.upper_arm ** 2 - m.forearm ** 2)
-        rho = math.hypot(self._a1, self._a2)
-        q4 = _wrap(self._elbow_phase + elbow_sign * np.arccos(np.clip(k / rho, -1.0, 1.0)))
-        # A reach clamped to the elbow's limit lands on it up to rounding.
-        lo, hi = m.lower[3], m.upper[3]
-        return np.where((q4 < lo) & (q4 > lo - LIMIT_SNAP), lo,
-                        np.where((q4 > hi) & (q4 < hi + LIMIT_SNAP), hi, q4))
-
-    def _solve_batch(self, targets, psi, branch, q1_fallback, q5_fallback):
+    def _solve_batch(self, targets, psi, branch, q1_fallback, q5_fallback) -> FloatArray:
         """Joint vectors (N, 7) for targets (N, 4, 4), swivel psi (N,), branches (N, 3)."""
-        if self._jit is not None:
-            return self._jit.solve_many(
-                np.ascontiguousarray(targets, dtype=np.float64),
-                np.ascontiguousarray(psi, dtype=np.float64),
-                np.ascontiguousarray(branch, dtype=np.float64),
-                np.ascontiguousarray(q1_fallback, dtype=np.float64),
-                np.ascontiguousarray(q5_fallback, dtype=np.float64), *self._model_args)
-        return self._solve_batch_numpy(targets, psi, branch, q1_fallback, q5_fallback)
+        out = self._rows(targets.shape[0], 7)
+        self._kernels.solve_many(*(self._arg(np.ascontiguousarray(x, dtype=np.float64))
+                                   for x in (targets, psi, branch, q1_fallback, q5_fallback)),
+                                 self._m, out)
+        return np.asarray(out, dtype=np.float64).reshape(-1, 7)
 
-    def _solve_batch_numpy(self, targets, psi, branch, q1_fallback, q5_fallback):
-        """Vectorised reference implementation of :meth:`_solve_batch`."""
-        m = self.model
-        w = m.axes
-        n = targets.shape[0]
-        w_t, u, _, d = self._wrist_target(targets)
-        q4 = self._elbow(d, branch[:, 0])
-        e1, e2 = self._swivel_basis(u)
-        radial = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-        # Shoulder rotation: maps the zero-configuration shoulder->wrist vector c3
-        # and elbow axis w4 onto u and the elbow axis of the plane (S, E, W),
-        # +-(radial x u), with the sign that keeps the triangle's orientation
-        # for this q4 (so the elbow lands on the +radial side). Mapping c3 onto u
-        # (rather than the upper arm onto a direction computed separately) puts
-        # the wrist exactly on target also near the stretched elbow, where two
-        # independent acos results would disagree by ~sqrt(eps).
-        c3 = self._a[None, :] + np.einsum('nab,b->na', _rot(w[3], q4), self._b)
-        orient = _cross(self._a, c3) @ w[3]
-        sigma = np.where(np.abs(orient) > 1e-12, np.sign(orient), branch[:, 0])
-        axis4 = sigma[:, None] * _cross(radial, u)
-        r03 = _frame(u, axis4) @ np.swapaxes(_frame(c3, np.broadcast_to(w[3], (n, 3))), -1, -2)
-        q1, q2, q3 = _spherical(w[0], w[1], w[2], r03, branch[:, 1], q1_fallback)
-        r04 = r03 @ _rot(w[3], q4)
-        r_wrist = np.swapaxes(r04, -1, -2) @ targets[:, :3, :3] @ m.tip_rotation0.T
-        q5, q6, q7 = _spherical(w[4], w[5], w[6], r_wrist, branch[:, 2], q5_fallback)
-        q = np.stack((q1, q2, q3, q4, q5, q6, q7), axis=-1)
-        return self._into_limits(q)
+    def _reach_gaps(self, targets: FloatArray) -> FloatArray:
+        """Return d - d_clamped (N,) of targets (N, 4, 4): 0 within reach."""
+        out = np.empty(targets.shape[0]) if self.backend == 'numba' else \
+            [0.0] * targets.shape[0]
+        self._kernels.reach_gaps(self._arg(np.ascontiguousarray(targets)), self._m, out)
+        return np.asarray(out)
 
-    def _into_limits(self, q: FloatArray) -> FloatArray:
-        """Shift each angle by 2 pi k into its limits where possible (else keep it)."""
-        lo, hi = self.model.lower, self.model.upper
-        for shift in (2.0 * np.pi, -2.0 * np.pi):
-            moved = q + shift
-            better = ((q < lo) | (q > hi)) & (moved >= lo) & (moved <= hi)
-            q = np.where(better, moved, q)
-        return q
+    def _reference(self, q: FloatArray):
+        """Swivel angle and branch (3 ints) of configuration q (7,)."""
+        psi, e, s, w = self._kernels.reference_swivel_branch(
+            self._arg(q), self._m, self._fk, self._rows(7, 12))
+        return float(psi), (int(e), int(s), int(w))
 
     # -- public ------------------------------------------------------------------
 
     def swivel_of(self, q) -> float:
         """Swivel angle psi (rad, in (-pi, pi]) of configuration q (7,)."""
-        q = self.chain.check_q(q)
-        frames, tip = self._forward(q)
-        # The elbow point: where the shoulder point projects onto axis 4 (for
-        # the iiwa that is joint 4's frame origin, but not for every SRS arm).
-        z4 = frames[3, :3, :3] @ self.chain._axis[3]
-        p4 = frames[3, :3, 3]
-        elbow = p4 + float((self.model.shoulder - p4) @ z4) * z4
-        return float(self._swivel_of_batch(tip[None], elbow[None])[0])
-
-    def _forward(self, q: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """Joint frames (7, 4, 4) and tip pose, compiled when available."""
-        if self._jit_fk is None:
-            return self.chain._frames(q)
-        c = self.chain
-        cum_r, cum_p = np.empty((7, 3, 3)), np.empty((7, 3))
-        tip_r, tip_p = np.empty((3, 3)), np.empty(3)
-        self._jit_fk._forward(q, c._pre_rot, c._pre_trans, c._axis, c._prismatic, c._driver,
-                              c._mult, c._offset, c._tip, cum_r, cum_p, tip_r, tip_p)
-        frames = np.zeros((7, 4, 4))
-        frames[:, :3, :3], frames[:, :3, 3], frames[:, 3, 3] = cum_r, cum_p, 1.0
-        tip = np.eye(4)
-        tip[:3, :3], tip[:3, 3] = tip_r, tip_p
-        return frames, tip
-
-    def _swivel_of_batch(self, tips: FloatArray, elbows: FloatArray) -> FloatArray:
-        _, u, _, _ = self._wrist_target(tips)
-        e1, e2 = self._swivel_basis(u)
-        v = elbows - self.model.shoulder
-        return np.arctan2(np.einsum('ni,ni->n', v, e2), np.einsum('ni,ni->n', v, e1))
+        return self._reference(self.chain.check_q(q))[0]
 
     def branch_of(self, q) -> Tuple[int, int, int]:
         """Return the (elbow, shoulder, wrist) signs of configuration q (7,)."""
-        q = self.chain.check_q(q)
-        w = self.model.axes
-        elbow = 1 if _wrap(np.array(q[3] - self._elbow_phase)) >= 0 else -1
-        # The sign picked in _sp2: of Rot(w2, q2) w3 along w1 x w2 (wrist alike).
-        z_s = _rot(w[1], np.array([q[1]]))[0] @ w[2]
-        z_w = _rot(w[5], np.array([q[5]]))[0] @ w[6]
-        shoulder = 1 if z_s @ _cross(w[0], w[1]) >= 0 else -1
-        wrist = 1 if z_w @ _cross(w[4], w[5]) >= 0 else -1
-        return elbow, shoulder, wrist
+        return self._reference(self.chain.check_q(q))[1]
 
     def solve_all(self, T_target, swivel: float) -> List[FloatArray]:
         """Every branch at swivel angle ``swivel`` that is within the joint limits.
@@ -466,8 +304,7 @@ class AnalyticSRS:
         psi = float(swivel)
         if not math.isfinite(psi):
             raise InvalidInputError(f'swivel: expected a finite angle, received {swivel!r}')
-        _, _, d, d_clamped = self._wrist_target(target[None])
-        if abs(d[0] - d_clamped[0]) > REACH_TOL_M:
+        if abs(self._reach_gaps(target[None])[0]) > REACH_TOL_M:
             return []
         qs = self._solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, psi), BRANCHES,
                                np.zeros(8), np.zeros(8))
@@ -505,8 +342,7 @@ class AnalyticSRS:
         if not np.all(np.isin(signs, (-1.0, 1.0))):
             raise InvalidInputError('branch: every sign must be +1 or -1')
         q = self._solve_batch(targets, psi, signs, np.zeros(n), np.zeros(n))
-        _, _, d, d_clamped = self._wrist_target(targets)
-        valid = (np.abs(d - d_clamped) <= REACH_TOL_M) & \
+        valid = (np.abs(self._reach_gaps(targets)) <= REACH_TOL_M) & \
             np.all((q >= self.model.lower) & (q <= self.model.upper), axis=1)
         return q, valid
 
@@ -528,8 +364,7 @@ class AnalyticSRS:
         """
         target = check_pose(T_target)
         signs = self._check_branch(branch)
-        _, _, d, d_clamped = self._wrist_target(target[None])
-        if abs(d[0] - d_clamped[0]) > REACH_TOL_M:
+        if abs(self._reach_gaps(target[None])[0]) > REACH_TOL_M:
             return []
         grid = np.linspace(-np.pi, np.pi, SWIVEL_GRID + 1)
         # The repeated inputs are built once; the bisection passes leading
@@ -592,13 +427,16 @@ class AnalyticSRS:
         p = np.asarray(pole, dtype=np.float64)
         if p.shape != (3,) or not np.all(np.isfinite(p)):
             raise InvalidInputError(f'pole: expected a finite point (3,), received {pole!r}')
-        _, u, _, _ = self._wrist_target(target[None])
-        e1, e2 = self._swivel_basis(u)
+        rows = target.tolist()
+        m = self._m
+        u, _, _ = srs_kernels.wrist_geometry(kernels.rotation_of_rows(rows),
+                                             kernels.translation_of_rows(rows), m)
+        e1, e2 = srs_kernels.swivel_basis(u, kernels.vec3(m[0][0]), kernels.vec3(m[0][1]))
         v = p - self.model.shoulder
-        return float(math.atan2(float(v @ e2[0]), float(v @ e1[0])))
+        return float(math.atan2(float(v @ e2), float(v @ e1)))
 
-    def solve(self, T_target, swivel: Optional[float] = None, pole=None,
-              q_reference=None) -> IKResult:
+    def solve(self, T_target, q_reference=None, *, swivel: Optional[float] = None,
+              pole=None) -> IKResult:
         """Solve for one configuration of the tip at ``T_target``.
 
         The swivel angle comes from, in order: ``swivel`` (radians), ``pole`` (a
@@ -629,11 +467,11 @@ class AnalyticSRS:
         elif pole is not None:
             psi = self.swivel_toward(target, pole)
         elif q_ref is not None:
-            psi, preferred = self._reference_swivel_branch(q_ref)
+            psi, preferred = self._reference(q_ref)
         else:
             psi = 0.0
         if q_ref is not None and preferred is None:
-            preferred = self.branch_of(q_ref)
+            preferred = self._reference(q_ref)[1]
         order = self._branch_order(preferred)
         fb1 = float(q_ref[0]) if q_ref is not None else 0.0
         fb5 = float(q_ref[4]) if q_ref is not None else 0.0
@@ -663,9 +501,8 @@ class AnalyticSRS:
 
     def _check_pose(self, pose) -> FloatArray:
         """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
-        if self._jit is not None and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
-                and pose.dtype == np.float64 and \
-                self._jit.pose_is_valid(pose, ORTHONORMAL_TOL):
+        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
+                and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
             return pose
         return check_pose(pose)  # raises with the reason
 
@@ -700,16 +537,9 @@ class AnalyticSRS:
                 hi = b
             else:
                 lo = a
-        found = float(_wrap(np.array(0.5 * (lo + hi))))
+        found = srs_kernels.wrap_angle(0.5 * (lo + hi))
         # The reference's own swivel wins ties (exact when the pose is unchanged).
         return psi if cost(psi) <= cost(found) else found
-
-    def _reference_swivel_branch(self, q_ref: FloatArray):
-        if self._jit is not None:
-            psi, e, s, w = self._jit.reference_swivel_branch(q_ref, self._model_vec,
-                                                             self._fk_vec)
-            return float(psi), (int(e), int(s), int(w))
-        return self.swivel_of(q_ref), self.branch_of(q_ref)
 
     def _first_feasible(self, target, psi, order, fb1, fb5, q_ref):
         """Branch within limits at psi: the first of ``order``, or the nearest q_ref.
@@ -722,24 +552,18 @@ class AnalyticSRS:
             (q, found, position error, orientation error, distance, clamped distance).
 
         """
-        if self._jit is not None:
-            ref = q_ref if q_ref is not None else np.zeros(7)
-            q, status, _, pos, rot, d, d_clamped = self._jit.solve_ordered(
-                target, psi, order, fb1, fb5, self._model_vec, self._fk_vec, ref,
-                q_ref is not None)
-            return q, status == 0, float(pos), float(rot), float(d), float(d_clamped)
-        n = order.shape[0]
-        qs = self._solve_batch(np.broadcast_to(target, (n, 4, 4)), np.full(n, psi), order,
-                               np.full(n, fb1), np.full(n, fb5))
-        inside = np.all((qs >= self.model.lower) & (qs <= self.model.upper), axis=1)
-        if q_ref is not None and inside.any():
-            cost = np.where(inside, np.sum((qs - q_ref) ** 2, axis=1), np.inf)
-            q = qs[int(np.argmin(cost))]
+        if self.backend == 'numba':
+            target_r, target_p = self._k.rotation_of_rows(target), \
+                self._k.translation_of_rows(target)
         else:
-            q = qs[int(np.argmax(inside))] if inside.any() else qs[0]
-        pos, rot = self._errors(target, q)
-        _, _, d, d_clamped = self._wrist_target(target[None])
-        return q, bool(inside.any()), pos, rot, float(d[0]), float(d_clamped[0])
+            rows = target.tolist()
+            target_r, target_p = kernels.rotation_of_rows(rows), kernels.translation_of_rows(rows)
+        ref = q_ref if q_ref is not None else np.zeros(7)
+        q, status, _, pos, rot, d, d_clamped = self._kernels.solve_ordered(
+            target_r, target_p, float(psi), self._arg(order), fb1, fb5, self._m, self._fk,
+            self._arg(ref), q_ref is not None, self._rows(8, 7), self._rows(7, 12))
+        return np.array(q), status == srs_kernels.WITHIN_LIMITS, float(pos), float(rot), \
+            float(d), float(d_clamped)
 
     def _nearest_feasible(self, target, psi, order, preferred, q_ref, fb1, fb5):
         """Move psi to the nearest feasible swivel angle over the branches; (q, reason)."""
@@ -748,7 +572,7 @@ class AnalyticSRS:
             keep_branch = preferred is not None and tuple(branch) == tuple(preferred)
             for a, b in self.feasible_swivel(target, branch):
                 near = min(max(psi, a), b)
-                cost = abs(float(_wrap(np.array(near - psi))))
+                cost = abs(srs_kernels.wrap_angle(near - psi))
                 if keep_branch:
                     cost -= 10.0  # the reference's branch whenever it is feasible
                 if best is None or cost < best[0] - 1e-12:
@@ -772,8 +596,7 @@ class AnalyticSRS:
         return _ORDERS[tuple(int(v) for v in preferred)]
 
     def _errors(self, target: FloatArray, q: FloatArray) -> Tuple[float, float]:
-        tip = self._forward(q)[1]
-        pos = float(np.linalg.norm(target[:3, 3] - tip[:3, 3]))
-        err = (target[:3, :3] @ tip[:3, :3].T).tolist()
-        rot = 2.0 * float(np.linalg.norm(_log1(*_from_matrix1(err))))
-        return pos, rot
+        _, tip_r, tip_p = self.chain.frames(q.tolist())
+        rows = target.tolist()
+        return kernels.pose_error(kernels.rotation_of_rows(rows),
+                                  kernels.translation_of_rows(rows), tip_r, tip_p)

@@ -36,6 +36,7 @@ from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
 from ik_node.core.jacobian_ik import JacobianIK
+from ik_node.core.result import pose_error
 from ik_node.core.rotations import matrix_to_quaternion, quaternion_to_matrix
 from ik_node.core.srs import AnalyticSRS
 from ik_node.core.trajectory import CartesianTrajectory
@@ -484,7 +485,7 @@ class IKNode(Node):
             if cost < kept[1] * (1.0 - FALLBACK_GAIN):
                 self._fallback = (kept[0], cost, res.q)
             return self._fallback[2]
-        pos, rot = self.jacobian.errors(pose, self.q)
+        pos, rot = pose_error(pose, self.chain.forward(self.q))
         held = pos * pos + rot * rot
         goal, best = (res.q, cost) if cost < held else (self.q, held)
         self._fallback = (pose.copy(), best, goal)

@@ -1,0 +1,58 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The choice of IK solver for a chain, by name (the node's ``solver`` parameter).
+
+Every solver implements :class:`ik_node.core.result.IKSolver`; the motion
+tracker and the node call only that interface.
+"""
+
+from typing import Optional
+
+from ik_node.core.chain import Chain
+from ik_node.core.errors import InvalidInputError, ModelError
+from ik_node.core.jacobian_ik import JacobianIK
+from ik_node.core.result import IKSolver
+from ik_node.core.srs import AnalyticSRS
+
+SOLVER_NAMES = ('auto', 'analytic', 'jacobian')
+
+
+def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = None,
+                backend: str = 'auto') -> IKSolver:
+    """Build the solver ``name`` for ``chain``.
+
+    Args:
+        chain: the chain.
+        name: 'analytic' (a 7-DoF SRS arm; ModelError otherwise), 'jacobian'
+            (any chain) or 'auto' (analytic when the chain is SRS, else jacobian).
+        budget_s: the Jacobian solver's budget per solve, seconds (None: its
+            backend's default).
+        backend: 'auto', 'numpy' or 'numba'.
+
+    Raises:
+        InvalidInputError: an unknown name.
+        ModelError: 'analytic' for a chain that is not SRS (the reason says why).
+
+    """
+    if name not in SOLVER_NAMES:
+        raise InvalidInputError(f"solver: expected one of {', '.join(SOLVER_NAMES)}, received "
+                                f'{name!r}')
+    if name in ('auto', 'analytic'):
+        try:
+            return AnalyticSRS.from_chain(chain, backend=backend)
+        except ModelError:
+            if name == 'analytic':
+                raise
+    return JacobianIK(chain, timeout_s=budget_s, backend=backend)
