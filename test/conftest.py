@@ -31,6 +31,10 @@ settings.load_profile('ik_node')
 
 
 def pytest_configure(config):
-    """Register the ament linter markers used by the lint tests."""
+    """Register the test tiers and the ament linter markers used by the lint tests."""
+    config.addinivalue_line('markers', 'integration: starts ROS nodes over DDS or subprocesses '
+                                       '(the fast tier is -m "not integration and not slow")')
+    config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '
+                                       'tests, builds, soak and flood runs)')
     for marker in ('linter', 'flake8', 'pep257', 'xmllint'):
         config.addinivalue_line('markers', f'{marker}: ament {marker} check')

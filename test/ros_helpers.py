@@ -13,26 +13,77 @@
 # limitations under the License.
 
 
-"""Helpers for tests that use DDS: one ROS domain per test, bounded waits."""
+"""Helpers for tests that use DDS: one ROS domain per test, bounded waits, checks."""
 
-import itertools
+import fcntl
 import os
+import tempfile
+import threading
 import time
 
 # Fast DDS derives its UDP ports from the domain id; ids 0..101 are safe on
-# every platform. Domain 0 is left to the user's own ROS graph.
+# every platform. Domain 0 is left to the user's own ROS graph; the benches'
+# free_domain() probes 120-230.
 _FIRST_DOMAIN = 1
 _DOMAIN_COUNT = 100
-_counter = itertools.count()
+_LOCK_DIR = os.path.join(tempfile.gettempdir(), 'ik_node_test_domains')
+_held = []      # (domain, open lock file) this process holds until it exits
+_next_own = [0]
 
 
 def unique_domain_id():
-    """Return a ROS_DOMAIN_ID not used by any other test of this run.
+    """Return a ROS_DOMAIN_ID that no other process using these helpers holds.
 
-    Ids cycle through 1..100, offset by the pytest process id so that two test
-    runs on one machine are unlikely to share a domain.
+    Each domain is claimed with an exclusive lock on a file in the temp
+    directory, held until this process exits (the OS releases it even after
+    a crash), so two test runs on one machine never share a domain. A new id
+    is taken per call while free ones remain; then this process's own ids are
+    reused in turn (their earlier users have stopped by then).
     """
-    return _FIRST_DOMAIN + (os.getpid() + next(_counter)) % _DOMAIN_COUNT
+    os.makedirs(_LOCK_DIR, exist_ok=True)
+    start = os.getpid() % _DOMAIN_COUNT
+    taken = {domain for domain, _ in _held}
+    for k in range(_DOMAIN_COUNT):
+        domain = _FIRST_DOMAIN + (start + len(_held) + k) % _DOMAIN_COUNT
+        if domain in taken:
+            continue
+        handle = open(os.path.join(_LOCK_DIR, f'{domain}.lock'), 'w')
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _held.append((domain, handle))
+        return domain
+    if not _held:
+        raise RuntimeError(f'every ROS domain {_FIRST_DOMAIN}-{_FIRST_DOMAIN + _DOMAIN_COUNT - 1}'
+                           f' is held by other test runs (locks in {_LOCK_DIR})')
+    domain = _held[_next_own[0] % len(_held)][0]
+    _next_own[0] += 1
+    return domain
+
+
+class OutputDrain:
+    """Read a subprocess's output on a thread, so that a chatty process never blocks.
+
+    A pipe holds ~64 KiB; a node that logs more into a pipe nobody reads
+    stops in the middle of a write. ``text()`` returns what was read so far.
+    """
+
+    def __init__(self, stream):
+        """Start reading ``stream`` (text mode) until it closes."""
+        self._lines = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream):
+        for line in stream:
+            self._lines.append(line)
+
+    def text(self, timeout_s=5.0):
+        """Return everything read; after the process exited, wait (bounded) for the end."""
+        self._thread.join(timeout_s)
+        return ''.join(self._lines)
 
 
 def wait_until(predicate, timeout_s, spin_once=None, period_s=0.01):
@@ -51,3 +102,37 @@ def wait_until(predicate, timeout_s, spin_once=None, period_s=0.01):
         else:
             time.sleep(period_s)
     return bool(predicate())
+
+
+def stamp_ns(msg):
+    """Header stamp of a message in integer nanoseconds (float seconds round to ~0.2 us)."""
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def check_joint_stream(chain, messages, accel=None):
+    """Assert what the node promises of its joint_states, from the messages alone.
+
+    Every position finite and within the limits; between consecutive messages
+    (header stamps) the position change within the speed limits for the time
+    between them; the reported velocity that change over that time; with
+    ``accel`` ((n,) or scalar, rad/s^2), the velocity change within it.
+    """
+    import numpy as np
+    q = np.array([m.position for m in messages])
+    v = np.array([m.velocity for m in messages])
+    t = np.array([stamp_ns(m) for m in messages], dtype=np.int64)
+    assert np.all(np.isfinite(q)) and np.all(np.isfinite(v))
+    assert all(chain.within_limits(row) for row in q)
+    assert np.all(np.abs(v) <= chain.velocity * (1 + 1e-9) + 1e-9)
+    dt = np.diff(t) * 1e-9
+    assert np.all(dt >= 0.0), 'stamps go backwards'
+    moving = dt > 0.0
+    assert np.all(np.diff(q, axis=0)[~moving] == 0.0), 'a change of position in no time'
+    steps, dt = np.abs(np.diff(q, axis=0))[moving], dt[moving][:, None]
+    rounding = 1e-9 + 4e-16 / dt  # stamps are exact; positions round to ~eps
+    assert np.all(steps <= chain.velocity * dt * (1 + 1e-6) + rounding), \
+        float(np.max(steps / (chain.velocity * dt)))
+    if accel is not None:
+        change = np.abs(np.diff(v, axis=0))[moving]
+        assert np.all(change <= np.asarray(accel) * dt * (1 + 1e-6) + rounding), \
+            float(np.max(change / (np.asarray(accel) * dt)))

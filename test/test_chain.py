@@ -211,40 +211,6 @@ def test_joint_vector_is_validated():
     assert not chain.within_limits(chain.upper + 1e-3)
 
 
-@settings(max_examples=200)
-@given(st.integers(min_value=0, max_value=2**32 - 1),
-       st.floats(min_value=1e-4, max_value=0.1), st.floats(min_value=0.0, max_value=50.0))
-def test_speed_limited_step_keeps_speed_position_limits_and_direction(arm, seed, dt, reach):
-    chain = arm[0]
-    rng = np.random.default_rng(seed)
-    q_from = random_q(chain, rng)
-    q_to = q_from + reach * rng.uniform(-1.0, 1.0, chain.n) * chain.velocity * dt
-    q_new, v = chain.speed_limited_step(q_from, q_to, dt)
-    assert chain.within_limits(q_new)
-    # Velocities are (q_new - q_from) / dt: rounding of q_new (~1e-16 rad)
-    # over dt = 1e-4 s is ~1e-12 of the limit.
-    assert np.all(np.abs(v) <= chain.velocity * (1.0 + 1e-9))
-    np.testing.assert_allclose(v * dt, q_new - q_from, atol=1e-15)
-    inside = (q_to >= chain.lower) & (q_to <= chain.upper)
-    if np.all(inside):
-        # One factor for the whole step: the move stays on the line to q_to,
-        # and it is the whole step whenever that is within the speed limits.
-        need = np.max(np.abs(q_to - q_from) / (chain.velocity * dt))
-        factor = 1.0 if need <= 1.0 else 1.0 / need
-        np.testing.assert_allclose(q_new, q_from + factor * (q_to - q_from), atol=1e-12)
-
-
-def test_speed_limited_step_holds_on_a_non_finite_goal(arm):
-    chain = arm[0]
-    q_from = chain.mid_limits()
-    for bad in (np.nan, np.inf, -np.inf):
-        q_to = q_from.copy()
-        q_to[2] = bad
-        q_new, v = chain.speed_limited_step(q_from, q_to, 0.01)
-        np.testing.assert_array_equal(q_new, q_from)
-        np.testing.assert_array_equal(v, np.zeros(chain.n))
-
-
 @settings(max_examples=100)
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_reach_bound_holds_for_every_configuration(arm, seed):

@@ -35,6 +35,8 @@ from std_msgs.msg import String
 from test_node import ARMS, in_process_node, model_params, NodeUnderTest
 from test_urdf import CASES, CORPUS
 
+pytestmark = pytest.mark.integration
+
 
 def test_fuzzed_messages_are_counted_and_valid_targets_still_reached():
     session = FuzzSession(unique_domain_id())
@@ -158,11 +160,11 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived():
         original_publish = node.joint_pub.publish
         node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
 
-        def broken(pose):
+        def broken(*args, **kwargs):
             raise RuntimeError('injected failure')
-        node._solve = broken
+        node.tracker.solver.solve = broken
         assert wait_until(lambda: node.callback_errors >= 3, 10.0, spin_once)
-        del node._solve  # the class's method again
+        del node.tracker.solver.solve  # the class's method again
         published.clear()
         assert wait_until(lambda: len(published) >= 5, 10.0, spin_once)
         assert all(np.all(np.isfinite(m.position)) for m in published)
@@ -183,8 +185,8 @@ def test_a_failing_service_or_parameter_callback_answers_with_the_error():
     with in_process_node('iiwa14') as (node, client_node, spin_once):
         def broken(*args):
             raise RuntimeError('injected failure')
-        node.trajectory.reset = broken       # inside ~/reset
-        node._make_solver = broken           # inside a 'solver' parameter change
+        node.tracker.reset = broken          # inside ~/reset
+        node._solver_for = broken            # inside a 'solver' parameter change
         client = client_node.create_client(Trigger, '/ik_node/reset')
         assert wait_until(client.service_is_ready, 10.0, spin_once)
         future = client.call_async(Trigger.Request())

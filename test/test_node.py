@@ -24,18 +24,20 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ik_node.bench.ik import independent_forward
 from ik_node.core.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
+from oracle import pose_errors
 import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from ros_helpers import unique_domain_id, wait_until
+from ros_helpers import OutputDrain, unique_domain_id, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {
@@ -61,6 +63,7 @@ class NodeUnderTest:
         args += list(extra_args)
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
+        self.drain = OutputDrain(self.proc.stdout)
         self.prefix = f'{namespace}/ik_node' if namespace else '/ik_node'
         self.joint_topic = joint_topic or (f'{namespace}/joint_states' if namespace
                                            else '/joint_states')
@@ -126,28 +129,20 @@ class NodeUnderTest:
         self.client.destroy_node()
         rclpy.shutdown(context=self.context)
         if code != 0:
-            print(self.proc.stdout.read())  # shown by pytest with the failure
+            print(self.drain.text())  # shown by pytest with the failure
         return code
 
     def output(self):
         """Return the node's output once it has exited."""
         if self.proc.poll() is None:
             return '(node still running)'
-        return self.proc.stdout.read()
+        return self.drain.text()
 
 
 def model_params(name):
     """Return the parameters loading a bundled arm."""
     path, base, tip = ARMS[name]
     return {'urdf_path': str(path), 'base_link': base, 'tip_link': tip}
-
-
-def pose_errors(chain, q, target):
-    """Position (m) and angle (rad) of q's tip from target, by the independent FK."""
-    tip = independent_forward(chain, q)
-    r = tip[:3, :3].T @ target[:3, :3]
-    sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
-    return np.linalg.norm(tip[:3, 3] - target[:3, 3]), np.arctan2(sin, (np.trace(r) - 1) / 2)
 
 
 @contextlib.contextmanager

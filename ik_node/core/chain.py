@@ -144,10 +144,6 @@ class Chain:
         self.velocity = np.array([j.velocity for j in free], dtype=np.float64)
         self.continuous = np.array([j.type == 'continuous' for j in free], dtype=bool)
         self._build_motion_tables(checked, index)
-        # Plain-float copies for per-tick code (a numpy call costs ~1 us each).
-        self._lower_list = self.lower.tolist()
-        self._upper_list = self.upper.tolist()
-        self._velocity_list = self.velocity.tolist()
 
     # -- construction ---------------------------------------------------------
 
@@ -245,32 +241,6 @@ class Chain:
         arr = np.asarray(q, dtype=np.float64)
         return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
 
-    def speed_limited_step(self, q_from, q_to, dt: float) -> Tuple[FloatArray, FloatArray]:
-        """Move from ``q_from`` toward ``q_to`` for ``dt`` seconds, within every limit.
-
-        The whole step is scaled by one factor so that no joint exceeds its
-        speed limit (the tip keeps its path direction), then clipped into the
-        position limits. A non-finite ``q_to`` holds ``q_from``.
-
-        Args:
-            q_from: (n,) current joints, within the limits.
-            q_to: (n,) wanted joints.
-            dt: time step, seconds (> 0).
-
-        Returns:
-            (q_new (n,), velocity (n,) = (q_new - q_from) / dt, rad/s or m/s).
-
-        """
-        a, b = q_from.tolist(), q_to.tolist()
-        if not all(math.isfinite(v) for v in b):
-            return np.array(a), np.zeros(len(a))
-        ratio = 1.0
-        for x, y, v in zip(a, b, self._velocity_list):
-            ratio = max(ratio, abs(y - x) / (v * dt))
-        out = [min(max(x + (y - x) / ratio, lo), hi)
-               for x, y, lo, hi in zip(a, b, self._lower_list, self._upper_list)]
-        return np.array(out), np.array([(y - x) / dt for x, y in zip(a, out)])
-
     def reach_bound(self) -> float:
         """Return an upper bound of the tip's distance from the base origin, metres.
 
@@ -352,14 +322,38 @@ class Chain:
     @classmethod
     def from_urdf_string(cls, xml: str, base_link: str, tip_link: str) -> 'Chain':
         """Parse URDF text and build the chain from ``base_link`` to ``tip_link``."""
-        from ik_node.urdf import chain_from_urdf_string
-        return chain_from_urdf_string(xml, base_link, tip_link)
+        return _urdf_reader().from_string(xml, base_link, tip_link)
 
     @classmethod
     def from_urdf_file(cls, path: str, base_link: str, tip_link: str) -> 'Chain':
         """Read a URDF file and build the chain from ``base_link`` to ``tip_link``."""
-        from ik_node.urdf import chain_from_urdf_file
-        return chain_from_urdf_file(path, base_link, tip_link)
+        return _urdf_reader().from_file(path, base_link, tip_link)
+
+
+# The URDF reader lives above the core (ik_node/urdf.py, the only importer of
+# urdf_parser_py) and registers itself here when the ik_node package is
+# imported: Chain.from_urdf_* keep working while the core imports nothing
+# from the layers above it.
+_URDF_READERS: list = []
+
+
+class _UrdfReader:
+    """The two functions of a URDF reader (registered by ik_node.urdf)."""
+
+    def __init__(self, from_string, from_file):
+        self.from_string, self.from_file = from_string, from_file
+
+
+def register_urdf_reader(from_string, from_file) -> None:
+    """Make ``from_string(xml, base, tip)`` / ``from_file(path, base, tip)`` the URDF reader."""
+    _URDF_READERS[:] = [_UrdfReader(from_string, from_file)]
+
+
+def _urdf_reader() -> _UrdfReader:
+    if not _URDF_READERS:
+        raise ModelError('no URDF reader is registered: import ik_node (its urdf module '
+                         'registers one) before Chain.from_urdf_string / from_urdf_file')
+    return _URDF_READERS[0]
 
 
 def pose_matrix(r, p) -> FloatArray:

@@ -1,0 +1,149 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The limiting step: speed, acceleration and position limits for any elapsed time."""
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ik_node.core.limits import braking_speed, limited_step
+import numpy as np
+
+# Relative slack for floating-point rounding of the limits (not a tolerance of the method).
+EPS = 1e-9
+
+
+def check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper):
+    """Assert every limit for one step (q, v) -> (q2, v2) of dt seconds.
+
+    Velocities are position differences over dt, so they carry the rounding of
+    the positions: up to ~eps |q| / dt (2e-11 rad/s at q = 1, dt = 10 us).
+    """
+    q, v, q2, v2 = (np.asarray(x) for x in (q, v, q2, v2))
+    rounding = 4.0 * np.finfo(float).eps * np.maximum(1.0, np.abs(q2)) / dt
+    assert np.all(np.isfinite(q2)) and np.all(np.isfinite(v2))
+    assert np.all(q2 >= lower) and np.all(q2 <= upper)
+    assert np.all(np.abs(v2) <= np.asarray(v_max) * (1 + EPS) + rounding)
+    assert np.all(np.abs(v2 - v) <= np.asarray(a_max) * dt * (1 + EPS) + 2 * rounding)
+    np.testing.assert_allclose(v2, (q2 - q) / dt, rtol=1e-12, atol=1e-12)
+
+
+@st.composite
+def joint_limits(draw, n=3):
+    """(v_max, a_max, lower, upper) for n joints, some unbounded."""
+    v_max = draw(st.lists(st.floats(0.1, 5.0), min_size=n, max_size=n))
+    a_max = draw(st.lists(st.floats(0.5, 50.0), min_size=n, max_size=n))
+    lower, upper = [], []
+    for _ in range(n):
+        if draw(st.booleans()):
+            lo = draw(st.floats(-3.0, 0.0))
+            lower.append(lo)
+            upper.append(lo + draw(st.floats(0.05, 4.0)))
+        else:
+            lower.append(-math.inf)
+            upper.append(math.inf)
+    return v_max, a_max, lower, upper
+
+
+def inside(lower, upper, fraction):
+    """Points within the limits (0 where unbounded)."""
+    return [lo + f * (hi - lo) if math.isfinite(lo) else 0.0
+            for lo, hi, f in zip(lower, upper, fraction)]
+
+
+GOALS = st.lists(st.floats(-0.5, 1.5), min_size=3, max_size=3)
+
+
+@settings(max_examples=150)
+@given(limits=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS), min_size=1, max_size=60))
+def test_every_step_respects_speed_acceleration_and_position_limits(limits, start, plan):
+    # Random goals, some beyond the limits (a solver never sends those, but a
+    # goal near a limit with the joint moving fast toward it is the hard case),
+    # random elapsed times from 10 us to 50 ms.
+    v_max, a_max, lower, upper = limits
+    q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
+    for dt, where in plan:
+        goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
+                for lo, hi, f in zip(lower, upper, where)]
+        q2, v2 = limited_step(q, v, goal, dt, v_max, a_max, lower, upper)
+        check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
+        q, v = q2, v2
+
+
+@settings(max_examples=100)
+@given(limits=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       end=st.lists(st.floats(0, 1), min_size=3, max_size=3), dt=st.floats(1e-3, 0.02))
+def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(limits, start, end, dt):
+    v_max, a_max, lower, upper = limits
+    q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
+    goal = inside(lower, upper, end)
+    direction = np.sign(np.subtract(goal, q))
+    # Bound: accelerate, cruise, brake: distance / v_max + v_max / a_max + slack per step.
+    bound = max(abs(g - x) / vm + vm / a for g, x, vm, a in zip(goal, q, v_max, a_max)) + 1.0
+    for _ in range(int(bound / dt) + 10):
+        q2, v2 = limited_step(q, v, goal, dt, v_max, a_max, lower, upper)
+        check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
+        # Never past the goal (from rest the braking cap prevents overshoot).
+        assert np.all(direction * (np.subtract(goal, q2)) >= -1e-12)
+        q, v = q2, v2
+    assert np.allclose(q, goal, atol=1e-12, rtol=0) and np.all(np.array(v) == 0.0)
+
+
+def test_direction_is_kept_while_not_accelerating():
+    # Cruising: every joint scaled by one factor, so the joint-space path is straight.
+    inf = [math.inf] * 3
+    q, v = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+    goal = [2.0, -1.0, 0.5]
+    v_max = [1.0, 1.0, 1.0]
+    for _ in range(100):  # 1 s: cruising (2 rad at 1 rad/s, braking takes 0.01 s)
+        q, v = limited_step(q, v, goal, 0.01, v_max, [100.0] * 3, [-x for x in inf], inf)
+        assert abs(np.cross(q, goal)).max() < 1e-12
+    assert abs(v[0] - 1.0) < 1e-12 and abs(v[1] / v[0] + 0.5) < 1e-12
+
+
+def test_a_non_finite_goal_brakes_to_rest_within_the_limits():
+    q, v = [0.0], [1.0]
+    for _ in range(100):
+        q2, v2 = limited_step(q, v, [math.nan], 0.01, [2.0], [10.0], [-5.0], [5.0])
+        check_step(q, v, q2, v2, 0.01, [2.0], [10.0], [-5.0], [5.0])
+        q, v = q2, v2
+    assert v == [0.0] and abs(q[0] - 0.05) < 0.01  # 1 m/s braked at 10 m/s^2: ~5 cm
+
+
+def test_a_lowered_acceleration_limit_still_keeps_the_position_limits():
+    # Moving fast toward the limit, then the acceleration limit drops 100x: the
+    # constraints contradict each other; the step brakes as hard as the new limit
+    # allows and the position limit holds (the speed comes down over the steps).
+    q, v = [0.0], [0.0]
+    for _ in range(300):
+        q, v = limited_step(q, v, [1.0], 0.01, [3.0], [50.0], [-1.0], [1.0])
+        if q[0] > 0.5:
+            break
+    assert v[0] > 1.0
+    for _ in range(1000):
+        q2, v2 = limited_step(q, v, [1.0], 0.01, [3.0], [0.5], [-1.0], [1.0])
+        assert -1.0 <= q2[0] <= 1.0 and math.isfinite(v2[0])
+        q, v = q2, v2
+    assert q == [1.0] and v == [0.0]
+
+
+@given(st.floats(0.0, 10.0), st.floats(0.01, 100.0), st.floats(1e-5, 0.1))
+def test_braking_speed_stops_within_the_distance(distance, accel, dt):
+    v = braking_speed(distance, accel, dt)
+    assert v >= 0.0
+    # Held for dt, then braked at accel: travels exactly the distance.
+    assert v * dt + v * v / (2.0 * accel) <= distance * (1 + 1e-12) + 1e-15
+    assert braking_speed(-1.0, accel, dt) == 0.0

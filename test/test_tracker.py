@@ -1,0 +1,357 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The motion tracker, without ROS: every command within the limits, whatever arrives.
+
+Random streams of targets (reachable and not), bursts, resets, mode switches,
+poles and parameter changes, on both bundled arms (analytic and Jacobian
+solver); between every two commands the speed and acceleration limits hold
+for the real time between them, nothing is NaN or outside the limits, and
+the arm still arrives at the last reachable target (judged by the
+independent FK of the tests).
+"""
+
+import math
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ik_node import Chain
+from ik_node.core.errors import InvalidInputError, ModelError
+from ik_node.core.solver import make_solver
+from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
+import numpy as np
+import pytest
+from test_chain import reference_forward
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {
+    'iiwa14': ('iiwa14.urdf', 'iiwa_link_0', 'tool0', [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]),
+    'ur5e': ('ur5e.urdf', 'base_link', 'tool0', [0.3, -1.2, 1.5, -1.9, -1.57, 0.2]),
+}
+# Generous solver budget: the tests judge the policy, not the solver's speed
+# (with a deadline, what a solve finds would depend on this machine's load).
+BUDGET = 1.0
+# Relative slack for floating-point rounding of the limits.
+EPS = 1e-9
+
+
+def load(name):
+    """Return (chain, urdf text, q0) of a bundled arm."""
+    file, base, tip, q0 = ARMS[name]
+    path = ROOT / 'urdf' / file
+    return Chain.from_urdf_file(str(path), base, tip), path.read_text(), np.array(q0)
+
+
+CHAINS = {name: load(name) for name in ARMS}
+
+
+def tracker_for(name, **config):
+    """Return a tracker on a bundled arm at its q0, time 0."""
+    chain, _, q0 = CHAINS[name]
+    cfg = TrackerConfig(ik_timeout=BUDGET, **config)
+    return MotionTracker(chain, make_solver(chain, 'auto'), cfg, q0, 0.0)
+
+
+class Judge:
+    """Checks every consecutive pair of commands against the limits in force."""
+
+    def __init__(self, tracker):
+        """Start from the tracker's current command."""
+        self.tracker = tracker
+        self.chain = tracker.chain
+        self.last = tracker.command_now()
+        self.count = 0
+
+    def __call__(self, cmd, accel=None):
+        """Check one new command (accel: the acceleration limits (n,) in force)."""
+        chain, last = self.chain, self.last
+        a = np.array(accel if accel is not None else self.tracker.config.accelerations(chain.n))
+        assert np.all(np.isfinite(cmd.q)) and np.all(np.isfinite(cmd.v))
+        assert chain.within_limits(cmd.q)
+        dt = cmd.time - last.time
+        if dt > 0.0:
+            rounding = 4.0 * np.finfo(float).eps * np.maximum(1.0, np.abs(cmd.q)) / dt
+            assert np.all(np.abs(cmd.v) <= chain.velocity * (1 + EPS) + rounding)
+            assert np.all(np.abs(cmd.v - last.v) <= a * dt * (1 + EPS) + 2 * rounding)
+            np.testing.assert_allclose(cmd.v, (cmd.q - last.q) / dt, rtol=1e-9, atol=1e-9)
+        else:
+            np.testing.assert_array_equal(cmd.q, last.q)
+        self.last = cmd
+        self.count += 1
+
+
+def arrives(tracker, judge, target, xml, base, tip, t, timeout_s=40.0, dt=0.01):
+    """Command until the tip is on target (independent FK); return the time it took."""
+    chain = tracker.chain
+    start = t
+    while t - start < timeout_s:
+        t += dt
+        judge(tracker.command(t))
+        tracker.check_reachability()
+        pose = reference_forward(xml, base, tip, dict(zip(chain.joint_names, judge.last.q)))
+        rot = pose[:3, :3].T @ target[:3, :3]
+        angle = math.atan2(0.5 * np.linalg.norm([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0],
+                                                 rot[1, 0] - rot[0, 1]]),
+                           0.5 * (np.trace(rot) - 1.0))
+        if np.linalg.norm(pose[:3, 3] - target[:3, 3]) < 1e-6 and angle < 1e-6 and \
+                np.all(judge.last.v == 0.0):
+            return t - start
+    return None
+
+
+def reachable_target(chain, rng, q0, spread):
+    """Return the tip pose of joints near q0 within the limits: reachable by construction."""
+    q = np.clip(q0 + rng.uniform(-spread, spread, chain.n), chain.lower, chain.upper)
+    return chain.forward(q)
+
+
+EVENTS = st.lists(st.one_of(
+    st.tuples(st.just('target'), st.floats(0.0, 0.3)),
+    st.tuples(st.just('far'), st.floats(0.0, 0.3)),      # out of reach
+    st.tuples(st.just('burst'), st.integers(2, 60)),     # many targets within 1 ms
+    st.tuples(st.just('wait'), st.floats(0.001, 0.5)),   # ticks at a jittery ~100 Hz
+    st.tuples(st.just('reset'), st.just(0)),
+    st.tuples(st.just('smoothing'), st.booleans()),
+    st.tuples(st.just('speeds'), st.floats(0.05, 2.0)),  # tip speed limits
+    st.tuples(st.just('accel'), st.floats(1.0, 3.0)),    # raise the joint acceleration
+    st.tuples(st.just('pole'), st.booleans()),
+    st.tuples(st.just('budget'), st.floats(0.5, 2.0)),
+), min_size=1, max_size=25)
+
+
+def play(tracker, judge, events, rng, t):
+    """Feed events, commanding in between as a node would; return the clock."""
+    chain = tracker.chain
+    q0 = tracker.q0
+    for kind, arg in events:
+        if kind == 'target':
+            tracker.add_target(t, reachable_target(chain, rng, q0, 0.2 + arg))
+            judge(tracker.command(t))  # the node publishes on arrival without smoothing
+        elif kind == 'far':
+            far = reachable_target(chain, rng, q0, arg)
+            far[:3, 3] *= 3.0
+            tracker.add_target(t, far)
+        elif kind == 'burst':
+            target = reachable_target(chain, rng, q0, 0.4)
+            for _ in range(arg):
+                t += 1e-3 / arg
+                tracker.add_target(t, target)
+                judge(tracker.command(t))
+        elif kind == 'wait':
+            end = t + arg
+            while t < end:
+                t += rng.uniform(0.002, 0.02)
+                judge(tracker.command(t))
+                tracker.check_reachability()
+        elif kind == 'reset':
+            tracker.reset(t)
+        elif kind == 'smoothing':
+            tracker.configure(_with(tracker.config, smoothing=arg), t)
+        elif kind == 'speeds':
+            tracker.configure(_with(tracker.config, max_linear_speed=arg,
+                                    max_angular_speed=2.0 * arg), t)
+        elif kind == 'accel':
+            tracker.configure(_with(tracker.config, max_joint_acceleration=arg
+                                    * tracker.config.max_joint_acceleration), t)
+        elif kind == 'pole':
+            tracker.set_pole(np.array([0.0, 1.0, 0.8]) if arg else None)
+        elif kind == 'budget':
+            tracker.configure(_with(tracker.config, ik_timeout=arg), t)
+    return t
+
+
+def _with(config, **changes):
+    fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
+    fields.update(changes)
+    return TrackerConfig(**fields)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', sorted(ARMS))
+@settings(max_examples=40)
+@given(events=EVENTS, seed=st.integers(0, 2**32 - 1), smoothing=st.booleans())
+def test_random_streams_respect_the_limits_and_end_on_the_last_target(
+        name, events, seed, smoothing):
+    chain, xml, q0 = CHAINS[name]
+    tracker = tracker_for(name, smoothing=smoothing)
+    judge = Judge(tracker)
+    rng = np.random.default_rng(seed)
+    t = play(tracker, judge, events, rng, 0.0)
+    final = reachable_target(chain, rng, q0, 0.3)
+    tracker.add_target(t, final)
+    _, base, tip, _ = ARMS[name]
+    assert arrives(tracker, judge, final, xml, base, tip, t) is not None
+    assert tracker.target_result is not None and tracker.target_result.success
+
+
+@pytest.mark.parametrize('name', sorted(ARMS))
+def test_a_burst_without_smoothing_moves_no_faster_than_the_real_time_allows(name):
+    # Defect 1 of the motion-policy issue: 50 targets in 8.7 ms, a command each.
+    chain, _, q0 = CHAINS[name]
+    tracker = tracker_for(name, smoothing=False)
+    judge = Judge(tracker)
+    target = reachable_target(chain, np.random.default_rng(5), q0, 0.8)
+    t = 0.0
+    for _ in range(50):
+        t += 8.7e-3 / 50
+        tracker.add_target(t, target)
+        judge(tracker.command(t))
+    moved = np.abs(judge.last.q - q0)
+    assert np.all(moved <= chain.velocity * t * (1 + EPS))
+    assert judge.count == 50
+
+
+def test_turning_smoothing_back_on_keeps_the_newest_target():
+    # Defect 2: with smoothing off targets never reached the trajectory, so
+    # turning it on drove the arm back to where it was before.
+    chain, xml, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14')
+    judge = Judge(tracker)
+    rng = np.random.default_rng(2)
+    first, second = (reachable_target(chain, rng, q0, 0.3) for _ in range(2))
+    tracker.add_target(0.0, first)
+    assert arrives(tracker, judge, first, xml, 'iiwa_link_0', 'tool0', 0.0) is not None
+    t = judge.last.time
+    tracker.configure(_with(tracker.config, smoothing=False), t)
+    tracker.add_target(t, second)
+    assert arrives(tracker, judge, second, xml, 'iiwa_link_0', 'tool0', t) is not None
+    t = judge.last.time
+    tracker.configure(_with(tracker.config, smoothing=True), t)
+    # Still at the second target a while later.
+    assert arrives(tracker, judge, second, xml, 'iiwa_link_0', 'tool0', t, timeout_s=2.0) \
+        is not None
+    for _ in range(100):
+        t += 0.01
+        judge(tracker.command(t))
+    assert np.linalg.norm(chain.forward(judge.last.q)[:3, 3] - second[:3, 3]) < 1e-9
+
+
+def test_a_new_ik_timeout_reaches_the_solver():
+    # Defect 3: a run-time ik_timeout was accepted and had no effect.
+    tracker = tracker_for('ur5e')
+    tracker.configure(_with(tracker.config, ik_timeout=0.02), 0.0)
+    assert tracker.solver.budget_s == 0.02
+    # And it is what the solver uses: an unreachable target's restarts stop there.
+    far = np.eye(4)
+    far[:3, 3] = [3.0, 0.0, 0.0]
+    short = _with(tracker.config, ik_timeout=1e-4)
+    tracker.configure(short, 0.0)
+    tracker.add_target(0.0, far)
+    res = tracker.check_reachability()
+    assert not res.success and res.elapsed_s < 0.02 and res.restarts < 200
+
+
+@pytest.mark.parametrize('name', sorted(ARMS))
+def test_reset_goes_back_within_the_speed_and_acceleration_limits(name):
+    # Defect 4: ~/reset jumped to the initial positions in one message.
+    chain, xml, q0 = CHAINS[name]
+    tracker = tracker_for(name)
+    judge = Judge(tracker)
+    far = reachable_target(chain, np.random.default_rng(9), q0, 0.6)
+    tracker.add_target(0.0, far)
+    _, base, tip, _ = ARMS[name]
+    assert arrives(tracker, judge, far, xml, base, tip, 0.0) is not None
+    t = judge.last.time
+    tracker.reset(t)
+    # Within ARRIVED (1e-12 rad) of q0 and at rest: the reset is over.
+    while np.max(np.abs(judge.last.q - q0)) > 1e-12 or np.any(judge.last.v != 0.0):
+        t += 0.01
+        judge(tracker.command(t))
+        assert t < 60.0
+    t += 0.01
+    judge(tracker.command(t))
+    assert tracker.mode in ('trajectory', 'direct')
+    # After the reset the arm holds there.
+    held = judge.last.q
+    for _ in range(50):
+        t += 0.01
+        judge(tracker.command(t))
+    np.testing.assert_array_equal(judge.last.q, held)
+
+
+def test_a_command_at_the_same_time_repeats_the_last_one():
+    tracker = tracker_for('iiwa14')
+    tracker.add_target(0.0, reachable_target(tracker.chain, np.random.default_rng(1),
+                                             tracker.q0, 0.5))
+    a = tracker.command(0.1)
+    b = tracker.command(0.1)
+    c = tracker.command(0.05)  # the clock went back: no motion either
+    for later in (b, c):
+        np.testing.assert_array_equal(later.q, a.q)
+        np.testing.assert_array_equal(later.v, a.v)
+
+
+def test_a_lowered_acceleration_limit_brakes_as_fast_as_the_old_one_allowed():
+    chain, _, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14', smoothing=False, max_joint_acceleration=20.0)
+    judge = Judge(tracker)
+    tracker.add_target(0.0, reachable_target(chain, np.random.default_rng(4), q0, 0.9))
+    t = 0.0
+    for _ in range(30):
+        t += 0.01
+        judge(tracker.command(t))
+    assert np.max(np.abs(judge.last.v)) > 0.5
+    tracker.configure(_with(tracker.config, max_joint_acceleration=0.5), t)
+    for _ in range(2000):
+        t += 0.01
+        judge(tracker.command(t), accel=np.full(chain.n, 20.0))  # never above the old limit
+    assert np.all(judge.last.v == 0.0)
+
+
+def test_invalid_configurations_are_refused_and_change_nothing():
+    tracker = tracker_for('iiwa14')
+    before = tracker.config
+    for bad in ({'max_joint_acceleration': 0.0}, {'max_linear_speed': math.nan},
+                {'ik_timeout': -1.0}, {'joint_acceleration_limits': (1.0, 2.0)},
+                {'joint_acceleration_limits': (1.0,) * 6 + (math.inf,)}):
+        with pytest.raises(InvalidInputError):
+            tracker.configure(_with(before, **bad), 0.0)
+        assert tracker.config == before
+    tracker.configure(_with(before, joint_acceleration_limits=(1.0,) * 7), 0.0)
+    assert tracker.config.accelerations(7) == [1.0] * 7
+
+
+def test_a_new_model_of_the_same_arm_continues_without_a_jump():
+    chain, _, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14', smoothing=False)
+    judge = Judge(tracker)
+    tracker.add_target(0.0, reachable_target(chain, np.random.default_rng(6), q0, 0.8))
+    t = 0.0
+    for _ in range(20):
+        t += 0.01
+        judge(tracker.command(t))
+    moving = judge.last
+    same = Chain.from_urdf_file(str(ROOT / 'urdf' / 'iiwa14.urdf'), 'iiwa_link_0', 'tool0')
+    new = carried_over(tracker, same, make_solver(same, 'auto'), q0, t)
+    judge.tracker = new
+    np.testing.assert_array_equal(new.command_now().v, moving.v)
+    for _ in range(300):
+        t += 0.01
+        judge(new.command(t))
+    # Other joints: another robot, at rest at its own q0.
+    ur, _, ur_q0 = CHAINS['ur5e']
+    other = carried_over(new, ur, make_solver(ur, 'auto'), ur_q0, t)
+    assert other.joint_names == ur.joint_names and np.all(other.command_now().v == 0.0)
+
+
+def test_a_new_model_whose_limits_exclude_the_current_joints_is_refused():
+    chain, xml, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14')  # at q0: joint 2 at 0.5 rad
+    narrow_xml = xml.replace('lower="-2.094395" upper="2.094395"',
+                             'lower="-2.094395" upper="0.4"', 1)
+    narrow = Chain.from_urdf_string(narrow_xml, 'iiwa_link_0', 'tool0')
+    assert narrow.upper[1] == 0.4
+    with pytest.raises(ModelError, match='outside the new model'):
+        carried_over(tracker, narrow, make_solver(narrow, 'auto'), np.zeros(7), 0.0)
