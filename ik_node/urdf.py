@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any, Dict, List
 
-from ik_node.core.chain import Chain, Joint
+from ik_node.core.chain import Chain, Joint, register_urdf_reader
 from ik_node.core.errors import ModelError
 from ik_node.core.rotations import ypr_to_matrix
 import numpy as np
@@ -176,6 +176,26 @@ def chain_from_urdf_string(xml, base_link: str, tip_link: str) -> Chain:
     return chain_from_robot_text(xml, base_link, tip_link)
 
 
+def bundled_urdf(name: str) -> str:
+    """Return the path of a URDF bundled with ik_node (urdf/), from the source tree or share/.
+
+    Raises:
+        FileNotFoundError: naming the places looked in.
+
+    """
+    candidates = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               'urdf', name)]
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        candidates.append(os.path.join(get_package_share_directory('ik_node'), 'urdf', name))
+    except Exception:  # noqa: B902 - not installed with ament: source tree only
+        pass
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f'bundled URDF {name} not found in {candidates}')
+
+
 def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
     """Read a URDF file (bounded read) and build the chain; see chain_from_urdf_string."""
     try:
@@ -190,3 +210,6 @@ def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
     except UnicodeDecodeError as exc:
         raise UrdfError(f'URDF file {path}: not UTF-8 text ({exc.reason})') from None
     return chain_from_robot_text(text, base_link, tip_link)
+
+
+register_urdf_reader(chain_from_urdf_string, chain_from_urdf_file)

@@ -13,12 +13,18 @@
 # limitations under the License.
 
 
-"""The core is pure numpy: it imports and runs with ROS and URDF libraries absent."""
+"""Layers: the core is pure numpy, and every layer imports only the layers below it.
 
+The core imports and runs with ROS and URDF libraries absent.
+"""
+
+import ast
+from pathlib import Path
 import subprocess
 import sys
 import textwrap
 
+ROOT = Path(__file__).resolve().parents[1]
 BLOCKER = textwrap.dedent("""
     import importlib.abc, pkgutil, sys
 
@@ -47,3 +53,46 @@ def test_core_imports_and_runs_without_ros_or_urdf_libraries():
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.strip().splitlines()[-1]) >= 2  # errors, rotations, ...
+
+
+# Each layer may import only the layers below it (DESIGN.md): module prefix ->
+# the ik_node modules it must not import.
+LAYERS = {
+    'ik_node.core': ('ik_node.urdf', 'ik_node.ros', 'ik_node.bench'),
+    'ik_node.urdf': ('ik_node.ros', 'ik_node.bench'),
+    'ik_node.ros': ('ik_node.bench',),
+}
+
+
+def imports_of(path):
+    """Absolute module names a file imports (anywhere in it, functions included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module if node.level == 0 else None
+            if base is not None:
+                found.add(base)
+                found |= {f'{base}.{alias.name}' for alias in node.names}
+    return found
+
+
+def test_imports_point_down_the_layers_only():
+    package = ROOT / 'ik_node'
+    checked = 0
+    for path in sorted(package.rglob('*.py')):
+        module = '.'.join(path.relative_to(ROOT).with_suffix('').parts)
+        for layer, forbidden in LAYERS.items():
+            if module == layer or module.startswith(layer + '.'):
+                bad = sorted(m for m in imports_of(path)
+                             if any(m == f or m.startswith(f + '.') for f in forbidden))
+                assert not bad, f'{module} imports {bad}, above its layer'
+                checked += 1
+    assert checked >= 25
+
+
+def test_the_layer_check_sees_a_violation(tmp_path):
+    bad = tmp_path / 'bad.py'
+    bad.write_text('def f():\n    from ik_node.urdf import chain_from_urdf_file\n')
+    assert 'ik_node.urdf' in imports_of(bad)

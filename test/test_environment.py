@@ -17,6 +17,8 @@
 
 import os
 
+import pytest
+
 from ros_helpers import unique_domain_id, wait_until
 
 
@@ -31,6 +33,7 @@ def test_ros_environment_variables_are_set_by_the_test_command():
         os.path.abspath(__file__))))
 
 
+@pytest.mark.integration
 def test_joint_state_round_trip_over_dds_loopback():
     import rclpy
     from rclpy.context import Context

@@ -45,6 +45,7 @@ def workspace(tmp_path_factory):
     return ws
 
 
+@pytest.mark.slow
 def test_colcon_build_installs_ament_python_layout(workspace):
     result = subprocess.run(
         [str(BIN / 'colcon'), 'build', '--event-handlers', 'console_direct-'],
@@ -68,6 +69,7 @@ def test_colcon_build_installs_ament_python_layout(workspace):
     assert 'rotations' in run.stdout
 
 
+@pytest.mark.slow
 def test_pip_builds_a_wheel_with_code_data_and_console_script(tmp_path):
     src = copy_sources(tmp_path / 'src')
     result = subprocess.run(

@@ -111,6 +111,7 @@ def test_every_readme_command_is_run_by_ci_or_by_a_test():
     assert not orphans, f'README commands run by neither .ci/run nor test_readme.py: {orphans}'
 
 
+@pytest.mark.integration
 def test_quick_start_shell_session_runs_as_written(tmp_path):
     """The shell block, line by line in one clean bash: set-up, node, target, benchmark."""
     node_log = tmp_path / 'ik_node.log'
@@ -138,6 +139,7 @@ def test_quick_start_shell_session_runs_as_written(tmp_path):
     assert 'model: 7 joints iiwa_link_0 -> tool0' in log
 
 
+@pytest.mark.slow
 def test_distro_path_colcon_lines_run_as_written(tmp_path):
     """Run the colcon lines in a scratch workspace holding a copy of the package."""
     ws = tmp_path / 'ws'

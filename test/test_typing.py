@@ -19,9 +19,12 @@ from pathlib import Path
 import subprocess
 import sys
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_mypy_on_core():
     result = subprocess.run(
         [sys.executable, '-m', 'mypy', '--config-file', str(ROOT / 'setup.cfg'),

@@ -24,9 +24,9 @@ forward kinematics.
 import time
 
 from ik_node.bench.common import (format_duration, machine_info, print_json, print_table)
-from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.srs import AnalyticSRS
+from ik_node.urdf import bundled_urdf
 import numpy as np
 
 WARM_UP = 2000

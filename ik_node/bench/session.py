@@ -26,10 +26,10 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, PoseStamped
-from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
+from ik_node.urdf import bundled_urdf
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState

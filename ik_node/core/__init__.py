@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Pure-numpy core of ik_node: rotations, kinematics, solvers, smoothing.
+"""Pure-numpy core of ik_node: rotations, kinematics, solvers, smoothing, motion.
 
-Nothing under this package imports rclpy, ROS message types or
-urdf_parser_py; it runs with numpy alone (a test enforces this).
+Nothing under this package imports rclpy, ROS message types, urdf_parser_py
+or the ik_node layers above it (urdf, ros, bench): ik_node.urdf registers
+itself as the reader behind Chain.from_urdf_*. It runs with numpy alone;
+numba, when installed, compiles its kernels (tests enforce both).
 """

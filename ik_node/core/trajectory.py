@@ -62,7 +62,8 @@ FloatArray = npt.NDArray[np.float64]
 # A rest-to-rest cubic segment peaks at 1.5x its mean speed; keys are spaced
 # by this factor times distance / speed limit.
 SPEED_MARGIN = 1.5
-# Step of the central differences giving the curve's velocities, seconds.
+# Step of the one-sided differences giving the curve's velocities (forward,
+# backward at a segment's end: _Segment.state), seconds.
 VELOCITY_STEP_S = 1e-6
 # Poses closer than this (metres, radians) to the newest key are duplicates.
 DUPLICATE_TOL = 1e-12

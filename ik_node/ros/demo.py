@@ -28,11 +28,11 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ik_node.bench.ik import bundled_urdf
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
+from ik_node.urdf import bundled_urdf
 import numpy as np
 from sensor_msgs.msg import JointState
 
