@@ -30,11 +30,16 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
+from ik_node.core.tracker import TrackerConfig
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
 from ik_node.urdf import bundled_urdf
 import numpy as np
 from sensor_msgs.msg import JointState
+
+
+# The node's default joint acceleration limit (the demo leaves it as it is).
+ACCELERATION = TrackerConfig().max_joint_acceleration
 
 
 def figure_eight(t, center, size, period):
@@ -63,7 +68,9 @@ class Demo(NodeProcess):
         self.pub = self.node.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
 
     def _on_joints(self, msg):
-        self.joints.append((time.monotonic(), np.array(msg.position), np.array(msg.velocity)))
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        self.joints.append((time.monotonic(), np.array(msg.position), np.array(msg.velocity),
+                            stamp_ns))
 
     def _on_diag(self, msg):
         for status in msg.status:
@@ -142,22 +149,41 @@ def run(args):
         return 130
     times = np.array([j[0] for j in demo.joints]) - start
     qs = np.array([j[1] for j in demo.joints])
-    vs = np.array([j[2] for j in demo.joints])
     tips = np.array([demo.tip(q) for q in qs])
     finite = np.all(np.isfinite(qs))
     inside = all(demo.chain.within_limits(q) for q in qs)
-    speed_ratio = float(np.max(np.abs(vs) / demo.chain.velocity)) if len(vs) else 0.0
+    speed_ratio, accel_ratio = _limit_ratios(demo.chain, demo.joints)
     print('\nsummary')
     print(f'  targets sent: {len(sent) + 2}, joint_states received: {len(qs)}')
     print(f'  every joint state finite: {finite}; within joint limits: {inside}; '
-          f'largest joint speed / limit: {speed_ratio:.2f}')
+          f'largest joint speed / limit: {speed_ratio:.2f}; '
+          f'largest joint acceleration / limit: {accel_ratio:.2f}')
     print(f'  unreachable target reported in /diagnostics: {unreachable_reported}')
     print(f'  final tip error: {1000 * final_err:.3f} mm; node exit code: {code}')
     png = _plot(args.output, times, tips, np.array([s[1] for s in sent]), qs,
                 demo.chain.joint_names)
     print(f'  plot: {png}')
-    ok = finite and inside and unreachable_reported and final_err < 1e-3 and code == 0
+    # 1e-6: the rounding of positions differenced over ~10 ms (the limits are exact).
+    within = speed_ratio <= 1.0 + 1e-6 and accel_ratio <= 1.0 + 1e-6
+    ok = finite and inside and within and unreachable_reported and final_err < 1e-3 and code == 0
     return 0 if ok else 1
+
+
+def _limit_ratios(chain, joints):
+    """Largest joint speed / limit and acceleration / limit between consecutive joint states.
+
+    From the positions and header stamps (not the velocities the node reports).
+    """
+    if len(joints) < 3:
+        return 0.0, 0.0
+    q = np.array([j[1] for j in joints])
+    t = np.array([j[3] for j in joints], dtype=np.int64)
+    keep = np.concatenate(([True], np.diff(t) > 0))   # a repeated stamp repeats the state
+    q, dt = q[keep], np.diff(t[keep]) * 1e-9
+    v = np.diff(q, axis=0) / dt[:, None]
+    a = np.diff(v, axis=0) / dt[1:, None]
+    return float(np.max(np.abs(v) / chain.velocity)), \
+        float(np.max(np.abs(a) / ACCELERATION))
 
 
 def _plot(folder, times, tips, targets, qs, names):
