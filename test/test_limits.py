@@ -12,14 +12,41 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The limiting step: speed, acceleration and position limits for any elapsed time."""
+"""The limiting step: speed, acceleration and position limits for any elapsed time.
+
+Every property runs on both backends: the kernel as CPython runs it and as
+numba compiles it (one source); a test also pins the two together.
+"""
 
 import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core.limits import braking_speed, limited_step
+from ik_node.core import limits
+from ik_node.core._compiled import L
+from ik_node.core.limits import braking_speed
 import numpy as np
+import pytest
+
+BACKENDS = pytest.mark.parametrize('backend', ['numpy', 'numba'])
+
+
+def step_on(backend):
+    """limited_step(q, v, goal, dt, ...) -> (q', v') lists, on one backend."""
+    def step(q, v, goal, dt, v_max, a_max, lower, upper):
+        n = len(q)
+        if backend == 'numpy':
+            q_out, v_out = [0.0] * n, [0.0] * n
+            limits.limited_step(list(q), list(v), list(goal), dt, list(v_max), list(a_max),
+                                list(lower), list(upper), q_out, v_out)
+            return q_out, v_out
+        q_out, v_out = np.empty(n), np.empty(n)
+        L.limited_step(*(np.asarray(x, dtype=float) for x in (q, v, goal)), float(dt),
+                       *(np.asarray(x, dtype=float) for x in (v_max, a_max, lower, upper)),
+                       q_out, v_out)
+        return q_out.tolist(), v_out.tolist()
+    return step
+
 
 # Relative slack for floating-point rounding of the limits (not a tolerance of the method).
 EPS = 1e-9
@@ -66,35 +93,41 @@ def inside(lower, upper, fraction):
 GOALS = st.lists(st.floats(-0.5, 1.5), min_size=3, max_size=3)
 
 
+@BACKENDS
 @settings(max_examples=150)
-@given(limits=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+@given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
        plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS), min_size=1, max_size=60))
-def test_every_step_respects_speed_acceleration_and_position_limits(limits, start, plan):
+def test_every_step_respects_speed_acceleration_and_position_limits(
+        backend, bounds, start, plan):
+    step = step_on(backend)
     # Random goals, some beyond the limits (a solver never sends those, but a
     # goal near a limit with the joint moving fast toward it is the hard case),
     # random elapsed times from 10 us to 50 ms.
-    v_max, a_max, lower, upper = limits
+    v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
     for dt, where in plan:
         goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
                 for lo, hi, f in zip(lower, upper, where)]
-        q2, v2 = limited_step(q, v, goal, dt, v_max, a_max, lower, upper)
+        q2, v2 = step(q, v, goal, dt, v_max, a_max, lower, upper)
         check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
         q, v = q2, v2
 
 
+@BACKENDS
 @settings(max_examples=100)
-@given(limits=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+@given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
        end=st.lists(st.floats(0, 1), min_size=3, max_size=3), dt=st.floats(1e-3, 0.02))
-def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(limits, start, end, dt):
-    v_max, a_max, lower, upper = limits
+def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(
+        backend, bounds, start, end, dt):
+    step = step_on(backend)
+    v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
     goal = inside(lower, upper, end)
     direction = np.sign(np.subtract(goal, q))
     # Bound: accelerate, cruise, brake: distance / v_max + v_max / a_max + slack per step.
     bound = max(abs(g - x) / vm + vm / a for g, x, vm, a in zip(goal, q, v_max, a_max)) + 1.0
     for _ in range(int(bound / dt) + 10):
-        q2, v2 = limited_step(q, v, goal, dt, v_max, a_max, lower, upper)
+        q2, v2 = step(q, v, goal, dt, v_max, a_max, lower, upper)
         check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
         # Never past the goal (from rest the braking cap prevents overshoot).
         assert np.all(direction * (np.subtract(goal, q2)) >= -1e-12)
@@ -102,39 +135,45 @@ def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(limits, st
     assert np.allclose(q, goal, atol=1e-12, rtol=0) and np.all(np.array(v) == 0.0)
 
 
-def test_direction_is_kept_while_not_accelerating():
+@BACKENDS
+def test_direction_is_kept_while_not_accelerating(backend):
+    step = step_on(backend)
     # Cruising: every joint scaled by one factor, so the joint-space path is straight.
     inf = [math.inf] * 3
     q, v = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
     goal = [2.0, -1.0, 0.5]
     v_max = [1.0, 1.0, 1.0]
     for _ in range(100):  # 1 s: cruising (2 rad at 1 rad/s, braking takes 0.01 s)
-        q, v = limited_step(q, v, goal, 0.01, v_max, [100.0] * 3, [-x for x in inf], inf)
+        q, v = step(q, v, goal, 0.01, v_max, [100.0] * 3, [-x for x in inf], inf)
         assert abs(np.cross(q, goal)).max() < 1e-12
     assert abs(v[0] - 1.0) < 1e-12 and abs(v[1] / v[0] + 0.5) < 1e-12
 
 
-def test_a_non_finite_goal_brakes_to_rest_within_the_limits():
+@BACKENDS
+def test_a_non_finite_goal_brakes_to_rest_within_the_limits(backend):
+    step = step_on(backend)
     q, v = [0.0], [1.0]
     for _ in range(100):
-        q2, v2 = limited_step(q, v, [math.nan], 0.01, [2.0], [10.0], [-5.0], [5.0])
+        q2, v2 = step(q, v, [math.nan], 0.01, [2.0], [10.0], [-5.0], [5.0])
         check_step(q, v, q2, v2, 0.01, [2.0], [10.0], [-5.0], [5.0])
         q, v = q2, v2
     assert v == [0.0] and abs(q[0] - 0.05) < 0.01  # 1 m/s braked at 10 m/s^2: ~5 cm
 
 
-def test_a_lowered_acceleration_limit_still_keeps_the_position_limits():
+@BACKENDS
+def test_a_lowered_acceleration_limit_still_keeps_the_position_limits(backend):
+    step = step_on(backend)
     # Moving fast toward the limit, then the acceleration limit drops 100x: the
     # constraints contradict each other; the step brakes as hard as the new limit
     # allows and the position limit holds (the speed comes down over the steps).
     q, v = [0.0], [0.0]
     for _ in range(300):
-        q, v = limited_step(q, v, [1.0], 0.01, [3.0], [50.0], [-1.0], [1.0])
+        q, v = step(q, v, [1.0], 0.01, [3.0], [50.0], [-1.0], [1.0])
         if q[0] > 0.5:
             break
     assert v[0] > 1.0
     for _ in range(1000):
-        q2, v2 = limited_step(q, v, [1.0], 0.01, [3.0], [0.5], [-1.0], [1.0])
+        q2, v2 = step(q, v, [1.0], 0.01, [3.0], [0.5], [-1.0], [1.0])
         assert -1.0 <= q2[0] <= 1.0 and math.isfinite(v2[0])
         q, v = q2, v2
     assert q == [1.0] and v == [0.0]
@@ -147,3 +186,19 @@ def test_braking_speed_stops_within_the_distance(distance, accel, dt):
     # Held for dt, then braked at accel: travels exactly the distance.
     assert v * dt + v * v / (2.0 * accel) <= distance * (1 + 1e-12) + 1e-15
     assert braking_speed(-1.0, accel, dt) == 0.0
+
+
+@settings(max_examples=100)
+@given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS), min_size=1, max_size=30))
+def test_compiled_and_interpreted_steps_agree(bounds, start, plan):
+    v_max, a_max, lower, upper = bounds
+    q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
+    for dt, where in plan:
+        goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
+                for lo, hi, f in zip(lower, upper, where)]
+        a = step_on('numpy')(q, v, goal, dt, v_max, a_max, lower, upper)
+        b = step_on('numba')(q, v, goal, dt, v_max, a_max, lower, upper)
+        np.testing.assert_allclose(b[0], a[0], rtol=0, atol=1e-15)
+        np.testing.assert_allclose(b[1], a[1], rtol=1e-12, atol=1e-12)
+        q, v = a

@@ -36,14 +36,15 @@ Only when a limit was lowered mid-motion (a parameter change, a new model)
 can the constraints contradict each other; the step then brakes as hard as
 the acceleration limit allows and keeps the position limits, which may take
 the speed above a newly lowered speed limit for the few steps braking needs.
-Units: rad and rad/s (m, m/s for prismatic joints); seconds.
+Units: rad and rad/s (m, m/s for prismatic joints); seconds. The functions
+here are kernels (the numba subset, see ik_node.core.kernels): CPython runs
+them for the numpy backend, ik_node.core._compiled compiles them.
 """
 
 import math
-from typing import List, Sequence, Tuple
 
 
-def braking_speed(distance: float, accel: float, dt: float) -> float:
+def braking_speed(distance, accel, dt):
     """Largest speed v (>= 0) held for dt after which the joint can still stop within distance.
 
     Solves ``v dt + v^2 / (2 a) = d`` (d <= 0 gives 0; a = inf gives inf), as
@@ -60,46 +61,46 @@ def braking_speed(distance: float, accel: float, dt: float) -> float:
     return twice / (ad + math.sqrt(ad * ad + twice))
 
 
-def limited_step(q: Sequence[float], v: Sequence[float], goal: Sequence[float], dt: float,
-                 v_max: Sequence[float], a_max: Sequence[float], lower: Sequence[float],
-                 upper: Sequence[float]) -> Tuple[List[float], List[float]]:
+def goal_scale(q, goal, dt, v_max, a_max):
+    """One factor (<= 1) for the velocities straight to the goal, (goal - q) / dt.
+
+    Small enough that no joint exceeds its speed limit or overshoots its goal
+    (braking cap on the distance to it); 0 for a non-finite goal (brake to rest).
+    """
+    scale = 1.0
+    for i in range(len(q)):
+        if not math.isfinite(goal[i]):
+            return 0.0
+        e = goal[i] - q[i]
+        want = abs(e) / dt
+        cap = min(v_max[i], braking_speed(abs(e), a_max[i], dt))
+        if want > cap > 0.0:
+            scale = min(scale, cap / want)
+    return scale
+
+
+def limited_step(q, v, goal, dt, v_max, a_max, lower, upper, q_out, v_out):
     """Move the state (q, v) toward goal for dt seconds within every limit (module docstring).
 
     Args:
         q, v: (n,) commanded positions and velocities of the previous step.
-        goal: (n,) wanted positions (finite; a non-finite goal holds: brakes to rest).
+        goal: (n,) wanted positions (a non-finite one brakes to rest).
         dt: elapsed time, seconds, > 0.
         v_max, a_max: (n,) speed and acceleration limits (> 0, inf allowed).
         lower, upper: (n,) position limits (+-inf where unbounded).
-
-    Returns:
-        (q', v') lists of floats, with ``v' = (q' - q) / dt``.
+        q_out, v_out: (n,) outputs: the new positions, and ``(q_out - q) / dt``.
 
     """
-    n = len(q)
-    finite_goal = all(math.isfinite(g) for g in goal)
-    # Wanted velocities: straight to the goal, scaled by one factor so that no
-    # joint exceeds its speed limit or overshoots its goal.
-    scale = 1.0
-    wanted = [0.0] * n
-    if finite_goal:
-        for i in range(n):
-            e = goal[i] - q[i]
-            want = e / dt
-            cap = min(v_max[i], braking_speed(abs(e), a_max[i], dt))
-            if abs(want) > cap > 0.0:
-                scale = min(scale, cap / abs(want))
-            wanted[i] = want
-    q_new, v_new = [0.0] * n, [0.0] * n
-    for i in range(n):
+    scale = goal_scale(q, goal, dt, v_max, a_max)
+    for i in range(len(q)):
+        want = scale * (goal[i] - q[i]) / dt if scale > 0.0 else 0.0
         change = a_max[i] * dt
         lo = max(-v_max[i], v[i] - change, -braking_speed(q[i] - lower[i], a_max[i], dt))
         hi = min(v_max[i], v[i] + change, braking_speed(upper[i] - q[i], a_max[i], dt))
         if lo > hi:  # a limit was lowered mid-motion: brake as hard as allowed
-            lo, hi = v[i] - change, v[i] + change
-            lo, hi = min(max(0.0, lo), hi), min(max(0.0, lo), hi)
-        vi = min(max(scale * wanted[i], lo), hi)
+            stop = min(max(0.0, v[i] - change), v[i] + change)
+            lo, hi = stop, stop
+        vi = min(max(want, lo), hi)
         qi = min(max(q[i] + vi * dt, lower[i]), upper[i])
-        q_new[i] = qi
-        v_new[i] = (qi - q[i]) / dt
-    return q_new, v_new
+        q_out[i] = qi
+        v_out[i] = (qi - q[i]) / dt

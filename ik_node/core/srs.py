@@ -241,6 +241,9 @@ class AnalyticSRS(IKSolver):
         else:
             self._kernels, self._fk, self._k, self._m = srs_kernels, chain.fk_tables, kernels, \
                 fields
+        # Scratch rows of the kernels, made once (a solver is used by one thread at a time).
+        self._every, self._frames = self._rows(8, 7), self._rows(7, 12)
+        self._zeros = np.zeros(7)
 
     @classmethod
     def from_chain(cls, chain: Chain, backend: str = 'auto') -> 'AnalyticSRS':
@@ -275,7 +278,7 @@ class AnalyticSRS(IKSolver):
     def _reference(self, q: FloatArray):
         """Swivel angle and branch (3 ints) of configuration q (7,)."""
         psi, e, s, w = self._kernels.reference_swivel_branch(
-            self._arg(q), self._m, self._fk, self._rows(7, 12))
+            self._arg(q), self._m, self._fk, self._frames)
         return float(psi), (int(e), int(s), int(w))
 
     # -- public ------------------------------------------------------------------
@@ -552,16 +555,10 @@ class AnalyticSRS(IKSolver):
             (q, found, position error, orientation error, distance, clamped distance).
 
         """
-        if self.backend == 'numba':
-            target_r, target_p = self._k.rotation_of_rows(target), \
-                self._k.translation_of_rows(target)
-        else:
-            rows = target.tolist()
-            target_r, target_p = kernels.rotation_of_rows(rows), kernels.translation_of_rows(rows)
-        ref = q_ref if q_ref is not None else np.zeros(7)
-        q, status, _, pos, rot, d, d_clamped = self._kernels.solve_ordered(
-            target_r, target_p, float(psi), self._arg(order), fb1, fb5, self._m, self._fk,
-            self._arg(ref), q_ref is not None, self._rows(8, 7), self._rows(7, 12))
+        ref = q_ref if q_ref is not None else self._zeros
+        q, status, _, pos, rot, d, d_clamped = self._kernels.solve_ordered_rows(
+            self._arg(target), float(psi), self._arg(order), fb1, fb5, self._m, self._fk,
+            self._arg(ref), q_ref is not None, self._every, self._frames)
         return np.array(q), status == srs_kernels.WITHIN_LIMITS, float(pos), float(rot), \
             float(d), float(d_clamped)
 

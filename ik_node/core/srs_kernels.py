@@ -31,7 +31,8 @@ BRANCHES order are (e, s, w) for e, s, w in (1, -1) (row 4 i_e + 2 i_s + i_w).
 import math
 
 from ik_node.core.kernels import add3, chain_frames, cross3, DEGENERATE, dot3, mat_mul, \
-    mat_mul_t, mat_tvec, mat_vec, pose_error, rodrigues, scale3, sub3, transpose, unit3, vec3
+    mat_mul_t, mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
+    translation_of_rows, transpose, unit3, vec3
 
 # Below this length a projection onto the plane normal to an axis has no
 # direction (subproblem 1 then returns its fallback angle).
@@ -285,6 +286,13 @@ def solve_ordered(target_r, target_p, psi, branches, fallback1, fallback5, m, fk
     tip_r, tip_p = chain_frames(q, fk, frames)
     pos, ang = pose_error(target_r, target_p, tip_r, tip_p)
     return q, status, best_i, pos, ang, d, d_clamped
+
+
+def solve_ordered_rows(rows, psi, branches, fallback1, fallback5, m, fk, q_ref, use_ref,
+                       every, frames):
+    """solve_ordered for a 4x4 target given as ``rows`` (one call from the solver)."""
+    return solve_ordered(rotation_of_rows(rows), translation_of_rows(rows), psi, branches,
+                         fallback1, fallback5, m, fk, q_ref, use_ref, every, frames)
 
 
 def swivel_of_pose(tip_r, tip_p, elbow, m):

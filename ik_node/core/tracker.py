@@ -30,8 +30,9 @@ Where the joints are headed (the goal) depends on the mode:
 each IK solve warm-started from the current command, with the fallback rule
 for unreachable targets (:meth:`MotionTracker._goal_of`). Whatever the
 mode, the command then goes through the one limiting step
-(:func:`ik_node.core.limits.limited_step`): joint speed and acceleration
-limits for the elapsed time, position limits with braking, never NaN. So the
+(:func:`ik_node.core.limits.limited_step`, compiled when numba is there):
+joint speed and acceleration limits for the elapsed time, position limits
+with braking, never NaN. So the
 guarantees hold in every mode, across mode switches, resets, parameter and
 model changes, by construction.
 """
@@ -40,12 +41,13 @@ import collections
 from dataclasses import dataclass, field
 import math
 import time as _time
-from typing import Deque, List, Optional, Sequence, Tuple
+from typing import Deque, List, Optional, Tuple
 
+from ik_node.core import limits
+from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain, pose_matrix
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.kernels import quat_to_matrix
-from ik_node.core.limits import limited_step
 from ik_node.core.result import IKResult, IKSolver, pose_error
 from ik_node.core.rotations import matrix_to_quaternion
 from ik_node.core.trajectory import CartesianTrajectory
@@ -162,6 +164,7 @@ class MotionTracker:
         time: the caller's clock now, seconds.
         velocity: (n,) initial velocities (default at rest), e.g. carried
             over from the tracker of a previous model.
+        backend: 'auto', 'numpy' or 'numba' for the limiting step.
 
     Raises:
         InvalidInputError: an invalid config, or q0 not finite / not within
@@ -170,7 +173,7 @@ class MotionTracker:
     """
 
     def __init__(self, chain: Chain, solver: IKSolver, config: TrackerConfig, q0,
-                 time: float, velocity: Optional[Sequence[float]] = None):
+                 time: float, velocity=None, backend: str = 'auto'):
         """Start at rest (or at ``velocity``) at q0, with no target but the current pose."""
         self.chain = chain
         self.solver = solver
@@ -180,13 +183,12 @@ class MotionTracker:
             raise InvalidInputError(f'q0: {q0.tolist()} is outside the joint limits of '
                                     f'{chain.joint_names}')
         self.q0 = q0.copy()
-        self.q = q0.tolist()
-        self.v = [0.0] * chain.n if velocity is None else [float(x) for x in velocity]
+        self.q = q0.copy()
+        self.v = np.zeros(chain.n) if velocity is None else np.array(velocity, dtype=np.float64)
         self.time = float(time)
-        self._v_max = chain.velocity.tolist()
-        self._lower = chain.lower.tolist()
-        self._upper = chain.upper.tolist()
-        self._a_max = self.config.accelerations(chain.n)
+        (compiled,) = load_compiled(backend, '_compiled')
+        self._limits = limits if compiled is None else compiled.L
+        self._a_max = np.array(self.config.accelerations(chain.n))
         self.reach = chain.reach_bound()
         self.stats = SolveStats()
         self.pole: Optional[FloatArray] = None
@@ -212,7 +214,7 @@ class MotionTracker:
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""
-        return Command(np.array(self.q), np.array(self.v), self.time)
+        return Command(self.q.copy(), self.v.copy(), self.time)
 
     def planned_positions(self) -> FloatArray:
         """(k, 3) tip positions (m, base frame) the trajectory will pass, from where it is."""
@@ -263,7 +265,7 @@ class MotionTracker:
         """
         config.check(self.chain.n)
         self.solver.set_budget(config.ik_timeout)
-        self._a_max = config.accelerations(self.chain.n)
+        self._a_max = np.array(config.accelerations(self.chain.n))
         self.trajectory.max_linear_speed = config.max_linear_speed
         self.trajectory.max_angular_speed = config.max_angular_speed
         was_smooth, self.config = self.config.smoothing, config
@@ -282,7 +284,7 @@ class MotionTracker:
 
     def _restart_trajectory(self, time: float) -> None:
         """Start the trajectory at rest at the current tip pose, headed for the target."""
-        tip = self.chain.forward(np.array(self.q))
+        tip = self.chain.forward(self.q)
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time)
         self.trajectory.add_key(time, self.target[:3, 3],
                                 matrix_to_quaternion(self.target[:3, :3]))
@@ -307,10 +309,9 @@ class MotionTracker:
         if not dt > 0.0:
             return self.command_now()
         goal = self._goal(time)
-        if all(abs(g - x) <= ARRIVED for g, x in zip(goal, self.q)):
+        if np.all(np.abs(goal - self.q) <= ARRIVED):
             goal = self.q
-        self.q, self.v = limited_step(self.q, self.v, goal, dt, self._v_max, self._a_max,
-                                      self._lower, self._upper)
+        self.q, self.v = self._step(goal, dt)
         self.time = float(time)
         if self.mode == 'reset' and self._arrived(goal):
             self.mode = 'trajectory' if self.config.smoothing else 'direct'
@@ -328,29 +329,47 @@ class MotionTracker:
         self.target_result = self._solve(self.target)
         return self.target_result
 
-    def _arrived(self, goal: Sequence[float]) -> bool:
-        return all(abs(a - b) <= ARRIVED for a, b in zip(self.q, goal)) and \
-            all(v == 0.0 for v in self.v)
+    def _step(self, goal: FloatArray, dt: float) -> Tuple[FloatArray, FloatArray]:
+        """Take the limiting step toward goal for dt on this tracker's backend."""
+        c = self.chain
+        if self._limits is limits:  # CPython: plain floats are ~10x faster than arrays
+            q_out, v_out = [0.0] * c.n, [0.0] * c.n
+            limits.limited_step(self.q.tolist(), self.v.tolist(), goal.tolist(), dt,
+                                c.velocity.tolist(), self._a_max.tolist(), c.lower.tolist(),
+                                c.upper.tolist(), q_out, v_out)
+            return np.array(q_out), np.array(v_out)
+        q_new, v_new = np.empty(c.n), np.empty(c.n)
+        self._limits.limited_step(self.q, self.v, goal, dt, c.velocity, self._a_max, c.lower,
+                                  c.upper, q_new, v_new)
+        return q_new, v_new
 
-    def _goal(self, time: float) -> List[float]:
-        """Joint positions to head for at ``time`` in the current mode."""
+    def _arrived(self, goal: FloatArray) -> bool:
+        return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
+
+    def _goal(self, time: float) -> FloatArray:
+        """Joint positions (n,) to head for at ``time`` in the current mode."""
         if self.mode == 'reset':
-            return self.q0.tolist()
+            return self.q0
         if self.mode == 'direct':
             pose, final = self.target, True
         else:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(_rotation9(s.quaternion), s.position), s.at_rest
         res = self._solve(pose)
-        if final and res.success and not self._target_unchecked and \
+        if self.mode == 'direct' and self._target_unchecked:
+            # The newest target solved from the current joints: that is the
+            # reachability check, no need to solve it twice.
+            self._target_unchecked = False
+            self.target_result = res
+        elif final and res.success and not self._target_unchecked and \
                 self.target_result is not None and not self.target_result.success:
             # The arm got to the target after all: a reachability check that
             # ran out of budget from farther away is superseded by arrival.
             self.target_result = res
-        return self._goal_of(pose, res).tolist()
+        return self._goal_of(pose, res)
 
     def _solve(self, pose: FloatArray) -> IKResult:
-        res = self.stats.timed(self.solver.solve, pose, np.array(self.q), pole=self.pole)
+        res = self.stats.timed(self.solver.solve, pose, self.q, pole=self.pole)
         self.stats.last_result = res
         return res
 
@@ -374,9 +393,9 @@ class MotionTracker:
             if cost < kept[1] * (1.0 - FALLBACK_GAIN):
                 kept = self._fallback = (kept[0], cost, res.q)
             return kept[2]
-        pos, rot = pose_error(pose, self.chain.forward(np.array(self.q)))
+        pos, rot = pose_error(pose, self.chain.forward(self.q))
         held = pos * pos + rot * rot
-        goal, best = (res.q, cost) if cost < held else (np.array(self.q), held)
+        goal, best = (res.q, cost) if cost < held else (self.q.copy(), held)
         self._fallback = (pose.copy(), best, goal)
         return goal
 
@@ -403,7 +422,7 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
     """
     if chain.joint_names != old.joint_names:
         return MotionTracker(chain, solver, old.config, q0, time)
-    q = np.array(old.q)
+    q = old.q
     if not chain.within_limits(q):
         raise ModelError(f'the current joint positions {np.round(q, 6).tolist()} are outside '
                          "the new model's limits: following it would jump")
