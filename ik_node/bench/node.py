@@ -14,9 +14,12 @@
 
 """``ik_bench node``: the node over DDS loopback (a separate process).
 
-1. Latency, smoothing off: targets 0.05 mm apart along a line (each reachable
-   within one tick's joint-speed budget); time from publishing a target to
-   the first joint_states message whose FK reaches it (1e-6 m, 1e-5 rad).
+1. Latency, smoothing off: targets 0.05 mm apart along a line, each sent
+   with the arm at rest on the previous one; the reaction is the time from
+   publishing a target to the first joint_states message that moves toward
+   it (the node publishes one on arrival), the arrival the time to the first
+   one whose FK reaches it (1e-6 m, 1e-5 rad): the motion itself, limited by
+   the joint speed and acceleration limits (a velocity cannot jump).
 2. Sustained rate, smoothing off: bursts of targets at increasing rates; a
    rate is held when the node answers every target and the latency at the
    end of the burst has not grown (no backlog).
@@ -159,16 +162,31 @@ def _path(chain, k, step_m=5e-5):
     return pose
 
 
-def _first_reaching(h, pose, since, timeout_s):
-    """Seconds from ``since`` to the first joint state reaching pose, or None."""
+def _first(h, test, since, timeout_s):
+    """Seconds from ``since`` to the first joint state received after it passing test(q)."""
     end = time.monotonic() + timeout_s
     checked = 0
     while time.monotonic() < end:
         while checked < len(h.received):
             t, _, q = h.received[checked]
             checked += 1
-            if t >= since and h.reaches(q, pose):
+            if t >= since and test(q):
                 return t - since
+        h.spin(0.0005)
+    return None
+
+
+def _first_reaching(h, pose, since, timeout_s):
+    """Seconds from ``since`` to the first joint state reaching pose, or None."""
+    return _first(h, lambda q: h.reaches(q, pose), since, timeout_s)
+
+
+def _at_rest(h, timeout_s):
+    """Wait until two consecutive joint states are equal; return that position (or None)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if len(h.received) >= 2 and np.array_equal(h.received[-1][2], h.received[-2][2]):
+            return h.received[-1][2]
         h.spin(0.0005)
     return None
 
@@ -184,17 +202,24 @@ def _relay_reply(h, since, timeout_s):
 
 
 def latency(n):
-    """Latency samples (s) over n targets with smoothing off, and the relay's."""
+    """Reaction and arrival samples (s) over n targets with smoothing off; the relay's answers."""
     h = Harness({'smoothing': 'false', 'publish_rate': 100.0}, relay_rate_hz=0.0)
-    samples, floor = [], []
+    reaction, arrival, floor = [], [], []
     try:
         h.spin(1.0)
         for k in range(1, n + 1):
             pose = _path(h.chain, k)
+            rest = _at_rest(h, 2.0)
+            if rest is None:
+                continue
             h.received.clear()
-            lat = _first_reaching(h, pose, h.send(pose), 0.5)
+            sent = h.send(pose)
+            lat = _first(h, lambda q: bool(np.any(q != rest)), sent, 0.5)
             if lat is not None:
-                samples.append(lat)
+                reaction.append(lat)
+            lat = _first_reaching(h, pose, sent, 2.0)
+            if lat is not None:
+                arrival.append(lat)
             h.relay.received.clear()
             h.relay.kinds.clear()
             lat = _relay_reply(h, h.relay.send(), 0.5)
@@ -202,7 +227,7 @@ def latency(n):
                 floor.append(lat)
     finally:
         code = h.close()
-    return np.array(samples), np.array(floor), code
+    return np.array(reaction), np.array(arrival), np.array(floor), code
 
 
 def sustained(rates, seconds):
@@ -290,13 +315,14 @@ def _latency_stats(samples, n):
 
 def run(args):
     """Run the three measurements and print tables (or one JSON object)."""
-    lat, lat_floor, code = latency(args.n)
+    lat, arrival, lat_floor, code = latency(args.n)
     sus = sustained(args.rates, args.seconds)
     stamps, arrivals, floor_stamps, floor_arrivals = jitter(args.jitter_seconds)
     nominal = 1.0 / 250.0
     report = {
         'benchmark': 'node', 'machine': machine_info(), 'n': args.n,
         'latency': dict(_latency_stats(lat, args.n), node_exit_code=code),
+        'arrival': _latency_stats(arrival, args.n),
         'latency_floor': _latency_stats(lat_floor, args.n),
         'sustained': sus,
         'jitter_250hz': {'stamps': _period_stats(stamps, nominal),
@@ -319,11 +345,15 @@ def _print_report(report, args):
 
     def ms(value):
         return f'{value * 1e3:.3f} ms'
-    print_table(['latency, smoothing off', f'ik_node ({la["answered"]}/{args.n})',
-                 f'relay floor ({fl["answered"]}/{args.n})', 'difference'],
-                [('p50', ms(la['p50_s']), ms(fl['p50_s']), ms(la['p50_s'] - fl['p50_s'])),
-                 ('p99', ms(la['p99_s']), ms(fl['p99_s']), ms(la['p99_s'] - fl['p99_s'])),
-                 ('max', ms(la['max_s']), ms(fl['max_s']), '')])
+    ar = report['arrival']
+    print_table(['latency, smoothing off', f'ik_node reaction ({la["answered"]}/{args.n})',
+                 f'relay floor ({fl["answered"]}/{args.n})', 'difference',
+                 f'ik_node arrival ({ar["answered"]}/{args.n})'],
+                [('p50', ms(la['p50_s']), ms(fl['p50_s']), ms(la['p50_s'] - fl['p50_s']),
+                  ms(ar['p50_s'])),
+                 ('p99', ms(la['p99_s']), ms(fl['p99_s']), ms(la['p99_s'] - fl['p99_s']),
+                  ms(ar['p99_s'])),
+                 ('max', ms(la['max_s']), ms(fl['max_s']), '', ms(ar['max_s']))])
     print()
     print_table(['target rate', 'targets', 'joint_states per target', 'latency of the last'],
                 [(f"{s['rate_hz']:.0f} Hz", s['targets'], f"{s['messages_per_target']:.2f}",
