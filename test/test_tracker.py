@@ -293,15 +293,24 @@ def test_a_command_at_the_same_time_repeats_the_last_one():
         np.testing.assert_array_equal(later.v, a.v)
 
 
-def test_a_lowered_acceleration_limit_brakes_as_fast_as_the_old_one_allowed():
+def moving(seed, spread, ticks, **config):
+    """Return a tracker on the iiwa14 headed for a target, after ``ticks`` commands 10 ms apart.
+
+    Returns (chain, q0, tracker, judge, time of the last command).
+    """
     chain, _, q0 = CHAINS['iiwa14']
-    tracker = tracker_for('iiwa14', smoothing=False, max_joint_acceleration=20.0)
+    tracker = tracker_for('iiwa14', smoothing=False, **config)
     judge = Judge(tracker)
-    tracker.add_target(0.0, reachable_target(chain, np.random.default_rng(4), q0, 0.9))
+    tracker.add_target(0.0, reachable_target(chain, np.random.default_rng(seed), q0, spread))
     t = 0.0
-    for _ in range(30):
+    for _ in range(ticks):
         t += 0.01
         judge(tracker.command(t))
+    return chain, q0, tracker, judge, t
+
+
+def test_a_lowered_acceleration_limit_brakes_as_fast_as_the_old_one_allowed():
+    chain, _, tracker, judge, t = moving(4, 0.9, 30, max_joint_acceleration=20.0)
     assert np.max(np.abs(judge.last.v)) > 0.5
     tracker.configure(_with(tracker.config, max_joint_acceleration=0.5), t)
     for _ in range(2000):
@@ -324,19 +333,12 @@ def test_invalid_configurations_are_refused_and_change_nothing():
 
 
 def test_a_new_model_of_the_same_arm_continues_without_a_jump():
-    chain, _, q0 = CHAINS['iiwa14']
-    tracker = tracker_for('iiwa14', smoothing=False)
-    judge = Judge(tracker)
-    tracker.add_target(0.0, reachable_target(chain, np.random.default_rng(6), q0, 0.8))
-    t = 0.0
-    for _ in range(20):
-        t += 0.01
-        judge(tracker.command(t))
-    moving = judge.last
+    chain, q0, tracker, judge, t = moving(6, 0.8, 20)
+    before = judge.last
     same = Chain.from_urdf_file(str(ROOT / 'urdf' / 'iiwa14.urdf'), 'iiwa_link_0', 'tool0')
     new = carried_over(tracker, same, make_solver(same, 'auto'), q0, t)
     judge.tracker = new
-    np.testing.assert_array_equal(new.command_now().v, moving.v)
+    np.testing.assert_array_equal(new.command_now().v, before.v)
     for _ in range(300):
         t += 0.01
         judge(new.command(t))

@@ -83,12 +83,16 @@ def limited_step(q, v, goal, dt, v_max, a_max, lower, upper, q_out, v_out):
     """Move the state (q, v) toward goal for dt seconds within every limit (module docstring).
 
     Args:
-        q, v: (n,) commanded positions and velocities of the previous step.
+        q: (n,) commanded positions of the previous step.
+        v: (n,) commanded velocities of the previous step.
         goal: (n,) wanted positions (a non-finite one brakes to rest).
         dt: elapsed time, seconds, > 0.
-        v_max, a_max: (n,) speed and acceleration limits (> 0, inf allowed).
-        lower, upper: (n,) position limits (+-inf where unbounded).
-        q_out, v_out: (n,) outputs: the new positions, and ``(q_out - q) / dt``.
+        v_max: (n,) speed limits (> 0, inf allowed).
+        a_max: (n,) acceleration limits (> 0, inf allowed).
+        lower: (n,) lower position limits (-inf where unbounded).
+        upper: (n,) upper position limits (+inf where unbounded).
+        q_out: (n,) output: the new positions.
+        v_out: (n,) output: the new velocities, ``(q_out - q) / dt``.
 
     """
     scale = goal_scale(q, goal, dt, v_max, a_max)
