@@ -52,3 +52,35 @@ def pose_errors(chain, q, target):
     sin = 0.5 * np.linalg.norm([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
     return float(np.linalg.norm(tip[:3, 3] - target[:3, 3])), \
         float(np.arctan2(sin, (np.trace(r) - 1) / 2))
+
+
+def expm(a):
+    """Matrix exponential of a square matrix by scaling and squaring of its Taylor series.
+
+    Independent of ik_node's closed forms (Rodrigues, the SE(3) V matrix):
+    halve until the norm is below 0.5, sum 30 terms, square back.
+    """
+    a = np.asarray(a, dtype=float)
+    norm = np.linalg.norm(a, ord=np.inf)
+    squarings = max(0, int(np.ceil(np.log2(norm / 0.5)))) if norm > 0.5 else 0
+    scaled = a / 2.0 ** squarings
+    term, total = np.eye(len(a)), np.eye(len(a))
+    for k in range(1, 30):
+        term = term @ scaled / k
+        total = total + term
+    for _ in range(squarings):
+        total = total @ total
+    return total
+
+
+def hat(w):
+    """Return the skew matrix (3, 3) of w (3,), the cross product with w as a matrix."""
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+def twist_matrix(v, w):
+    """Return the 4x4 se(3) matrix of a twist: linear v (3,), angular w (3,)."""
+    m = np.zeros((4, 4))
+    m[:3, :3] = hat(w)
+    m[:3, 3] = v
+    return m

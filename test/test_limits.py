@@ -32,16 +32,17 @@ BACKENDS = pytest.mark.parametrize('backend', ['numpy', 'numba'])
 
 
 def step_on(backend):
-    """limited_step(q, v, goal, dt, ...) -> (q', v') lists, on one backend."""
-    def step(q, v, goal, dt, v_max, a_max, lower, upper):
+    """limited_step(q, v, goal, dt, ..., goal_v=zeros) -> (q', v') lists, on one backend."""
+    def step(q, v, goal, dt, v_max, a_max, lower, upper, goal_v=None):
         n = len(q)
+        goal_v = [0.0] * n if goal_v is None else list(goal_v)
         if backend == 'numpy':
             q_out, v_out = [0.0] * n, [0.0] * n
-            limits.limited_step(list(q), list(v), list(goal), dt, list(v_max), list(a_max),
-                                list(lower), list(upper), q_out, v_out)
+            limits.limited_step(list(q), list(v), list(goal), goal_v, dt, list(v_max),
+                                list(a_max), list(lower), list(upper), q_out, v_out)
             return q_out, v_out
         q_out, v_out = np.empty(n), np.empty(n)
-        L.limited_step(*(np.asarray(x, dtype=float) for x in (q, v, goal)), float(dt),
+        L.limited_step(*(np.asarray(x, dtype=float) for x in (q, v, goal, goal_v)), float(dt),
                        *(np.asarray(x, dtype=float) for x in (v_max, a_max, lower, upper)),
                        q_out, v_out)
         return q_out.tolist(), v_out.tolist()
@@ -91,24 +92,30 @@ def inside(lower, upper, fraction):
 
 
 GOALS = st.lists(st.floats(-0.5, 1.5), min_size=3, max_size=3)
+# The goal's own velocity, as a fraction of the speed limit (0: a goal at rest).
+GOAL_SPEEDS = st.one_of(st.just([0.0, 0.0, 0.0]),
+                        st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3))
 
 
 @BACKENDS
 @settings(max_examples=150)
 @given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
-       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS), min_size=1, max_size=60))
+       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS, GOAL_SPEEDS), min_size=1,
+                     max_size=60))
 def test_every_step_respects_speed_acceleration_and_position_limits(
         backend, bounds, start, plan):
     step = step_on(backend)
     # Random goals, some beyond the limits (a solver never sends those, but a
     # goal near a limit with the joint moving fast toward it is the hard case),
-    # random elapsed times from 10 us to 50 ms.
+    # at rest or moving up to the speed limits, random elapsed times from 10 us
+    # to 50 ms.
     v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
-    for dt, where in plan:
+    for dt, where, speed in plan:
         goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
                 for lo, hi, f in zip(lower, upper, where)]
-        q2, v2 = step(q, v, goal, dt, v_max, a_max, lower, upper)
+        goal_v = [f * vm for f, vm in zip(speed, v_max)]
+        q2, v2 = step(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
         check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
         q, v = q2, v2
 
@@ -147,6 +154,33 @@ def test_direction_is_kept_while_not_accelerating(backend):
         q, v = step(q, v, goal, 0.01, v_max, [100.0] * 3, [-x for x in inf], inf)
         assert abs(np.cross(q, goal)).max() < 1e-12
     assert abs(v[0] - 1.0) < 1e-12 and abs(v[1] / v[0] + 0.5) < 1e-12
+
+
+@BACKENDS
+@settings(max_examples=60)
+@given(speed=st.lists(st.floats(-0.9, 0.9), min_size=3, max_size=3),
+       dt=st.floats(1e-3, 0.02), a_max=st.floats(1.0, 20.0))
+def test_a_goal_moving_within_the_limits_is_followed_without_lag(backend, speed, dt, a_max):
+    step = step_on(backend)
+    # A goal moving at a constant velocity (90 % of the speed limits at most)
+    # from where the joints rest: they accelerate, catch up and then move with
+    # it exactly, position and velocity (without the goal's velocity they would
+    # trail it by v^2 / (2 a)).
+    v_max, inf = [1.0, 2.0, 0.5], [math.inf] * 3
+    w = np.multiply(speed, v_max)
+    # Bound: reach the goal's speed, then make up the lag v^2 / (2 a) with the
+    # speed left to the limit, plus slack.
+    headroom = np.subtract(v_max, np.abs(w))
+    bound = np.max(np.abs(w) / a_max + w * w / (2.0 * a_max) / headroom + 2.0 * headroom / a_max)
+    q, v, t = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], 0.0
+    for _ in range(int((bound + 0.5) / dt)):
+        t += dt
+        q2, v2 = step(q, v, (w * t).tolist(), dt, v_max, [a_max] * 3, [-x for x in inf], inf,
+                      w.tolist())
+        check_step(q, v, q2, v2, dt, v_max, [a_max] * 3, [-x for x in inf], inf)
+        q, v = q2, v2
+    np.testing.assert_allclose(q, w * t, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(v, w, rtol=0, atol=1e-9)
 
 
 @BACKENDS
@@ -190,15 +224,17 @@ def test_braking_speed_stops_within_the_distance(distance, accel, dt):
 
 @settings(max_examples=100)
 @given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
-       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS), min_size=1, max_size=30))
+       plan=st.lists(st.tuples(st.floats(1e-5, 0.05), GOALS, GOAL_SPEEDS), min_size=1,
+                     max_size=30))
 def test_compiled_and_interpreted_steps_agree(bounds, start, plan):
     v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
-    for dt, where in plan:
+    for dt, where, speed in plan:
         goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
                 for lo, hi, f in zip(lower, upper, where)]
-        a = step_on('numpy')(q, v, goal, dt, v_max, a_max, lower, upper)
-        b = step_on('numba')(q, v, goal, dt, v_max, a_max, lower, upper)
+        goal_v = [f * vm for f, vm in zip(speed, v_max)]
+        a = step_on('numpy')(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
+        b = step_on('numba')(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
         np.testing.assert_allclose(b[0], a[0], rtol=0, atol=1e-15)
         np.testing.assert_allclose(b[1], a[1], rtol=1e-12, atol=1e-12)
         q, v = a

@@ -48,8 +48,10 @@ from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain, pose_matrix
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.kernels import quat_to_matrix
+from ik_node.core.local_ik import follow
 from ik_node.core.result import IKResult, IKSolver, pose_error
 from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.core.teleop import bound_lead, integrate_twist
 from ik_node.core.trajectory import CartesianTrajectory
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +73,26 @@ ARRIVED = 1e-12
 # Solve times kept for the percentiles of the diagnostics.
 SOLVE_TIME_WINDOW = 1000
 
-MODES = ('trajectory', 'direct', 'reset')
+# A moving goal's solution from the solver is taken only this many commands
+# at full joint speed from the reference (MotionTracker._moving_goal).
+LOCAL_HORIZON_STEPS = 2.0
+# Damped least-squares steps per command toward a moving pose.
+LOCAL_ITERATIONS = 3
+# The local steps are stuck when they leave at least this fraction of the
+# squared error: a solution found by the solver is then followed, even far.
+STUCK = 0.99
+
+# Teleoperation: the integrated twist target may lead the arm (the commanded
+# pose) by at most what the commanded twist covers in this long, and at least
+# the minimums below: enough lead for the arm to reach the commanded speed
+# (it needs the braking distance ahead of it), never a runaway when it
+# cannot follow (a limit, out of reach). Released (zero twist, or none for
+# twist_timeout), the target is pulled back onto the arm: it stops at once.
+TWIST_LEAD_S = 0.5
+TWIST_LEAD_MIN_M = 0.005
+TWIST_LEAD_MIN_RAD = 0.02
+
+MODES = ('trajectory', 'direct', 'reset', 'twist')
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,7 @@ class TrackerConfig:
         joint_acceleration_limits: per-joint limits in chain order, replacing
             max_joint_acceleration when not empty (URDFs carry none).
         ik_timeout: the numerical solver's budget per solve, seconds.
+        twist_timeout: a twist older than this stops the arm (dead-man), s.
 
     """
 
@@ -95,6 +117,7 @@ class TrackerConfig:
     max_joint_acceleration: float = 5.0
     joint_acceleration_limits: Tuple[float, ...] = ()
     ik_timeout: float = 0.005
+    twist_timeout: float = 0.2
 
     def check(self, n: Optional[int] = None) -> 'TrackerConfig':
         """Return self when every value is valid (for n joints, when given).
@@ -104,7 +127,7 @@ class TrackerConfig:
 
         """
         for name in ('max_linear_speed', 'max_angular_speed', 'max_joint_acceleration',
-                     'ik_timeout'):
+                     'ik_timeout', 'twist_timeout'):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 < value < math.inf):
                 raise InvalidInputError(f'{name}: expected a finite number > 0, received '
@@ -143,13 +166,21 @@ class SolveStats:
     times: Deque[float] = field(default_factory=lambda: collections.deque(
         maxlen=SOLVE_TIME_WINDOW))
 
-    def timed(self, solve, *args, **kwargs) -> IKResult:
-        """Run ``solve`` and record its wall-clock time."""
+    def timed(self, solve, *args, more: bool = False, **kwargs) -> IKResult:
+        """Run ``solve`` and record its wall-clock time (more=True: add it to the last one's)."""
         start = _time.perf_counter()
         res = solve(*args, **kwargs)
-        self.last_solve_s = _time.perf_counter() - start
-        self.times.append(self.last_solve_s)
+        self.record(_time.perf_counter() - start, more)
         return res
+
+    def record(self, seconds: float, more: bool = False) -> None:
+        """Record one solve's time (more=True: part of the last solve, added to it)."""
+        if more and self.times:
+            self.last_solve_s += seconds
+            self.times[-1] += seconds
+        else:
+            self.last_solve_s = seconds
+            self.times.append(seconds)
 
 
 class MotionTracker:
@@ -202,7 +233,16 @@ class MotionTracker:
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self.time,
             max_linear_speed=self.config.max_linear_speed,
             max_angular_speed=self.config.max_angular_speed)
-        self.mode = 'trajectory' if self.config.smoothing else 'direct'
+        self.mode = self._pose_mode()
+        self._twist: Optional[Tuple[FloatArray, FloatArray, bool]] = None
+        self._has_target = False   # a target, twist or reset came (else: hold where it is)
+        self._twist_time = -math.inf
+        self._moved_to = -math.inf   # the twist target is integrated up to this time
+        # (source mode, goal, time) of the previous command: the goal's velocity.
+        self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
+        self._stop_q = self.q
+        self.twist_timeouts = 0
+        self.local_solves = 0
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
@@ -234,9 +274,11 @@ class MotionTracker:
         target = self._within_workspace(np.array(target, dtype=np.float64))
         self.target = target
         self._target_unchecked = True
-        if self.mode == 'reset':
+        self._has_target = True
+        if self.mode in ('reset', 'twist'):
+            self._twist = None
             self._restart_trajectory(time)
-            self.mode = 'trajectory' if self.config.smoothing else 'direct'
+            self.mode = self._pose_mode()
         if self.mode == 'direct':
             return 'accepted'
         return self.trajectory.add_key(time, target[:3, 3],
@@ -246,9 +288,89 @@ class MotionTracker:
         """Set (or clear, None) the elbow pole point (3,), base frame, metres."""
         self.pole = None if pole is None else np.array(pole, dtype=np.float64)
 
+    def set_twist(self, time: float, linear, angular, body: bool = False) -> None:
+        """Teleoperate: move the target with a twist until the next one (or the timeout).
+
+        Args:
+            time: the caller's clock, seconds.
+            linear: (3,) m/s, of the tip origin.
+            angular: (3,) rad/s.
+            body: False: both vectors in the base frame (angular velocity in
+                world axes, about the tip origin); True: in the tip frame.
+
+        Each twist holds from its ``time`` until the next one or until
+        ``twist_timeout`` has passed (then the arm stops: a dead-man); the
+        target is integrated over exactly that time with the exact
+        exponential-map update of seed 003 (:func:`integrate_twist`), so a
+        twist takes effect when it arrives, not at the next command. A zero
+        twist, or the timeout, releases: the arm brakes to rest at once.
+        """
+        lin = np.array(linear, dtype=np.float64)
+        ang = np.array(angular, dtype=np.float64)
+        self._has_target = True
+        if self.mode != 'twist':
+            self.mode = 'twist'
+            self.target = self.chain.forward(self.q)
+            self.target_result, self._target_unchecked = None, False
+            self._fallback = None
+            self._moved_to = float(time)
+        else:
+            self._move_twist_target(float(time))
+        self._twist_time = max(float(time), self._moved_to)
+        self._moved_to = self._twist_time
+        if not (np.any(lin) or np.any(ang)):
+            self._release()
+            return
+        self._twist = (lin, ang, bool(body))
+
+    def _release(self) -> None:
+        """Stop teleoperating: head for where braking at the acceleration limits stops the arm.
+
+        Every joint brakes uniformly over the same time, the slowest joint's
+        ``T = max |v| / a``, to ``q + v T / 2`` (within the limits): the arm
+        keeps the direction of its joint motion while it stops and does not
+        come back. The target becomes that pose.
+        """
+        self._twist = None
+        c = self.chain
+        braking_s = float(np.max(np.abs(self.v) / self._a_max))
+        self._stop_q = np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
+        self.target = c.forward(self._stop_q)
+
+    def sync(self, time: float, q_measured, v_measured=None) -> None:
+        """Continue from the measured joint state (feedback: at start, after a push, ...).
+
+        The command becomes the measured positions (clipped into the position
+        limits) and velocities (clipped into the speed limits; zero when not
+        measured or not finite); the trajectory restarts there,
+        headed for the newest target, or, before any target came, holding
+        where the arm is (it does not go to q0 by itself).
+        """
+        q = np.clip(self.chain.check_q(q_measured, 'q_measured'), self.chain.lower,
+                    self.chain.upper)
+        v = np.zeros(self.chain.n) if v_measured is None else \
+            np.array(v_measured, dtype=np.float64)
+        if v.shape != q.shape or not np.all(np.isfinite(v)):
+            v = np.zeros(self.chain.n)
+        np.clip(v, -self.chain.velocity, self.chain.velocity, out=v)
+        self.q, self.v, self.time = q, v, float(time)
+        self._fallback = None
+        self._last_goal = None
+        if not self._has_target:
+            self.target = self.chain.forward(q)
+        if self.mode == 'trajectory':
+            self._restart_trajectory(time)
+        elif self.mode == 'twist':
+            self._release()
+
+    def _pose_mode(self) -> str:
+        return 'trajectory' if self.config.smoothing else 'direct'
+
     def reset(self, time: float) -> None:
         """Go back to the initial joint positions, in joint space, within the limits."""
         self.mode = 'reset'
+        self._has_target = True
+        self._twist = None
         self.target = self.chain.forward(self.q0)
         self.target_result, self._target_unchecked = None, False
         self._fallback = None
@@ -269,7 +391,7 @@ class MotionTracker:
         self.trajectory.max_linear_speed = config.max_linear_speed
         self.trajectory.max_angular_speed = config.max_angular_speed
         was_smooth, self.config = self.config.smoothing, config
-        if config.smoothing != was_smooth and self.mode != 'reset':
+        if config.smoothing != was_smooth and self.mode in ('trajectory', 'direct'):
             if config.smoothing:
                 self._restart_trajectory(time)
                 self.mode = 'trajectory'
@@ -281,9 +403,11 @@ class MotionTracker:
         solver.set_budget(self.config.ik_timeout)
         self.solver = solver
         self._fallback = None
+        self._last_goal = None
 
     def _restart_trajectory(self, time: float) -> None:
         """Start the trajectory at rest at the current tip pose, headed for the target."""
+        self._last_goal = None
         tip = self.chain.forward(self.q)
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time)
         self.trajectory.add_key(time, self.target[:3, 3],
@@ -300,23 +424,55 @@ class MotionTracker:
 
     # -- output -----------------------------------------------------------------------
 
-    def command(self, time: float) -> Command:
+    def command(self, time: float, reference=None) -> Command:
         """Return the joint command at ``time`` (caller's clock, seconds).
 
-        A time not after the last command's repeats it (no motion in no time).
+        Args:
+            time: the caller's clock, seconds. A time not after the last
+                command's repeats it (no motion in no time).
+            reference: (n,) joints the IK starts from (default the last
+                command; with feedback, the measured joints).
+
         """
         dt = float(time) - self.time
         if not dt > 0.0:
             return self.command_now()
-        goal = self._goal(time)
+        if self.mode == 'twist':
+            self._move_twist_target(float(time))
+        goal = self._goal(time, self.q if reference is None else reference)
         if np.all(np.abs(goal - self.q) <= ARRIVED):
             goal = self.q
-        self.q, self.v = self._step(goal, dt)
+        self.q, self.v = self._step(goal, self._goal_velocity(goal, float(time)), dt)
         self.time = float(time)
         if self.mode == 'reset' and self._arrived(goal):
-            self.mode = 'trajectory' if self.config.smoothing else 'direct'
+            self.mode = self._pose_mode()
             self._restart_trajectory(time)
+        if self.mode == 'twist' and self._twist is not None:
+            self._bound_twist_lead()
         return self.command_now()
+
+    def _move_twist_target(self, time: float) -> None:
+        """Integrate the held twist into the target up to ``time`` or its expiry (then release)."""
+        if self._twist is None:
+            return
+        expiry = self._twist_time + self.config.twist_timeout
+        end = min(time, expiry)
+        if end > self._moved_to:
+            lin, ang, body = self._twist
+            self.target = self._within_workspace(
+                integrate_twist(self.target, lin, ang, end - self._moved_to, body))
+            self._moved_to = end
+        if time > expiry:
+            self.twist_timeouts += 1
+            self._release()
+
+    def _bound_twist_lead(self) -> None:
+        """Pull the twist target back to within its lead of the commanded pose (no runaway)."""
+        assert self._twist is not None  # only called while teleoperating
+        lin, ang, _ = self._twist
+        bound_lead(self.target, self.chain.forward(self.q),
+                   max(TWIST_LEAD_S * float(np.linalg.norm(lin)), TWIST_LEAD_MIN_M),
+                   max(TWIST_LEAD_S * float(np.linalg.norm(ang)), TWIST_LEAD_MIN_RAD))
 
     def check_reachability(self) -> Optional[IKResult]:
         """Solve the newest target from the current joints once; None if already checked.
@@ -329,33 +485,57 @@ class MotionTracker:
         self.target_result = self._solve(self.target)
         return self.target_result
 
-    def _step(self, goal: FloatArray, dt: float) -> Tuple[FloatArray, FloatArray]:
-        """Take the limiting step toward goal for dt on this tracker's backend."""
+    def _goal_velocity(self, goal: FloatArray, time: float) -> FloatArray:
+        """Return the goal's own velocity (n,), rad/s, when it moves smoothly; else zeros.
+
+        A sampled trajectory and an integrated twist move the goal: its
+        velocity is the change since the previous command's goal from the same
+        source, scaled down as a whole to the speed limits (a faster goal is
+        followed at the limits). Anything else (a new target without
+        smoothing, a reset, a release, a resync, an unreachable target's held
+        goal) is a goal to stop at: zeros.
+        """
+        moving = self.mode == 'trajectory' or (self.mode == 'twist' and self._twist is not None)
+        source = self.mode if moving and self._fallback is None else None
+        last, self._last_goal = self._last_goal, (source, goal, time)
+        if source is None or last is None or last[0] != source:
+            return np.zeros(self.chain.n)
+        w = (goal - last[1]) / (time - last[2])
+        ratio = float(np.max(np.abs(w) / self.chain.velocity))
+        return w / ratio if ratio > 1.0 else w
+
+    def _step(self, goal: FloatArray, goal_v: FloatArray,
+              dt: float) -> Tuple[FloatArray, FloatArray]:
+        """Take the limiting step toward goal (moving at goal_v) for dt on this backend."""
         c = self.chain
         if self._limits is limits:  # CPython: plain floats are ~10x faster than arrays
             q_out, v_out = [0.0] * c.n, [0.0] * c.n
-            limits.limited_step(self.q.tolist(), self.v.tolist(), goal.tolist(), dt,
-                                c.velocity.tolist(), self._a_max.tolist(), c.lower.tolist(),
+            limits.limited_step(self.q.tolist(), self.v.tolist(), goal.tolist(), goal_v.tolist(),
+                                dt, c.velocity.tolist(), self._a_max.tolist(), c.lower.tolist(),
                                 c.upper.tolist(), q_out, v_out)
             return np.array(q_out), np.array(v_out)
         q_new, v_new = np.empty(c.n), np.empty(c.n)
-        self._limits.limited_step(self.q, self.v, goal, dt, c.velocity, self._a_max, c.lower,
-                                  c.upper, q_new, v_new)
+        self._limits.limited_step(self.q, self.v, goal, goal_v, dt, c.velocity, self._a_max,
+                                  c.lower, c.upper, q_new, v_new)
         return q_new, v_new
 
     def _arrived(self, goal: FloatArray) -> bool:
         return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
 
-    def _goal(self, time: float) -> FloatArray:
+    def _goal(self, time: float, reference: FloatArray) -> FloatArray:
         """Joint positions (n,) to head for at ``time`` in the current mode."""
         if self.mode == 'reset':
             return self.q0
-        if self.mode == 'direct':
-            pose, final = self.target, True
+        if self.mode == 'twist' and self._twist is None:
+            return self._stop_q
+        if self.mode in ('direct', 'twist'):
+            pose, final = self.target, self.mode == 'direct'
         else:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(_rotation9(s.quaternion), s.position), s.at_rest
-        res = self._solve(pose)
+        if not final:
+            return self._moving_goal(pose, reference, time - self.time)
+        res = self._solve(pose, reference)
         if self.mode == 'direct' and self._target_unchecked:
             # The newest target solved from the current joints: that is the
             # reachability check, no need to solve it twice.
@@ -368,8 +548,70 @@ class MotionTracker:
             self.target_result = res
         return self._goal_of(pose, res)
 
-    def _solve(self, pose: FloatArray) -> IKResult:
-        res = self.stats.timed(self.solver.solve, pose, self.q, pole=self.pole)
+    def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
+        """Return True when every joint of q is LOCAL_HORIZON_STEPS steps of dt at full speed."""
+        reach = LOCAL_HORIZON_STEPS * dt * self.chain.velocity
+        return bool(np.all(np.abs(q - reference) <= reach))
+
+    def _moving_goal(self, pose: FloatArray, reference: FloatArray, dt: float) -> FloatArray:
+        """Joints (n,) toward a moving pose (a trajectory not yet at rest, a twist).
+
+        A moving pose moves a little per command, so the joints should too:
+        a few damped least-squares steps from the reference
+        (:func:`ik_node.core.local_ik.follow`) give the least joint motion for
+        the tip's, and near a singular configuration a bounded one. The
+        solver's own answer can be far from it: another branch (a restart
+        found it), or a spin that a fixed swivel angle demands near a shoulder
+        or wrist with aligned axes; following it would swing the arm. So the
+        local steps go first, the solver only when they do not converge, and
+        its answer is taken only near the reference (LOCAL_HORIZON_STEPS);
+        otherwise the local result, never farther from the pose than the
+        reference: the arm passes at bounded speed and catches up. When the
+        local steps are stuck (a local minimum of the error, STUCK) the
+        solver's answer is taken wherever it is: the arm must not halt. With a
+        pole the solver goes first (the pole sets its swivel angle), the
+        local steps only when its answer is far.
+        """
+        if self.pole is None:
+            q, left = self._follow(pose, reference, more=False)
+            if left == 0.0:
+                return q
+            res = self._solve(pose, reference, more=True)
+            if not res.success:
+                return q
+            if left >= STUCK or self._near(res.q, reference, dt):
+                return self._closer_this_step(pose, reference, dt, q, res.q)
+            return q
+        res = self._solve(pose, reference)
+        if res.success and self._near(res.q, reference, dt):
+            return res.q
+        return self._follow(pose, reference, more=True)[0]
+
+    def _closer_this_step(self, pose: FloatArray, reference: FloatArray, dt: float,
+                          *goals: FloatArray) -> FloatArray:
+        """Return the goal (n,) whose first step at full joint speed gets nearest the pose."""
+        reach = dt * self.chain.velocity
+        best, best_cost = goals[0], math.inf
+        for goal in goals:
+            step = reference + np.clip(goal - reference, -reach, reach)
+            pos, rot = pose_error(pose, self.chain.forward(step))
+            if pos * pos + rot * rot < best_cost:
+                best, best_cost = goal, pos * pos + rot * rot
+        return best
+
+    def _follow(self, pose: FloatArray, reference: FloatArray,
+                more: bool) -> Tuple[FloatArray, float]:
+        """Run local_ik.follow (timed with the solves); return (q, fraction of error left)."""
+        start = _time.perf_counter()
+        q, left, _ = follow(self.chain, reference, pose, LOCAL_ITERATIONS)
+        self.stats.record(_time.perf_counter() - start, more)
+        self.local_solves += 1
+        return q, left
+
+    def _solve(self, pose: FloatArray, reference: Optional[FloatArray] = None,
+               more: bool = False) -> IKResult:
+        start = self.q if reference is None else reference
+        res = self.stats.timed(self.solver.solve, pose, start, pole=self.pole, more=more)
         self.stats.last_result = res
         return res
 

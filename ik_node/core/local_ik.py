@@ -1,0 +1,123 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Following a moving pose: a few singularity-robust damped least-squares steps.
+
+A pose that moves a little per command (a sampled trajectory, an integrated
+twist) is best followed by the least joint motion from where the joints are,
+not by a fresh solve that may land on another branch. :func:`follow` takes a
+few Gauss-Newton steps from the reference; near a singular configuration the
+smallest singular value of the Jacobian falls below SIGMA_FLOOR and the step
+is damped (Nakamura & Hanafusa's singularity-robust inverse, the damping
+growing as the singular value shrinks), so the joints move a bounded amount
+in the direction the arm cannot follow instead of spinning: the tip lags a
+little there and catches up after. A step that does not lower the error is
+shortened (halved, a few times) and otherwise not taken. Units: metres,
+radians; poses 4x4 in the chain's base frame.
+"""
+
+from typing import Tuple
+
+from ik_node.core.chain import Chain
+from ik_node.core.kernels import rotation_vector
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# Below this smallest singular value (m or rad per rad) the step is damped,
+# with damping rising to MAX_DAMPING at a singular value of 0.
+SIGMA_FLOOR = 0.03
+MAX_DAMPING = 0.1
+# Converged (position, orientation): the Jacobian solver's default tolerances.
+TOLERANCE = (1e-6, 1e-6)
+# Step lengths tried per iteration: 1, 1/2, ..., 1/2^(BACKTRACKS - 1).
+BACKTRACKS = 4
+
+
+def pose_residual(target: FloatArray, pose: FloatArray) -> FloatArray:
+    """Return (6,): target position minus pose position, and the rotation vector of R_t R^T.
+
+    Both in the base frame, so that the geometric Jacobian maps joint steps
+    onto it to first order.
+    """
+    turn = rotation_vector(tuple((target[:3, :3] @ pose[:3, :3].T).ravel()))
+    return np.concatenate((target[:3, 3] - pose[:3, 3], turn))
+
+
+def damped_step(jacobian: FloatArray, residual: FloatArray) -> FloatArray:
+    """Joint step (n,) toward ``residual`` (6,) with the singularity-robust inverse of J (6, n).
+
+    ``dq = sum_i s_i / (s_i^2 + l^2) v_i u_i^T e`` over the singular values
+    s_i, with ``l^2 = (1 - (s_min / SIGMA_FLOOR)^2) MAX_DAMPING^2`` when
+    s_min < SIGMA_FLOOR, else 0 (the plain pseudo-inverse).
+    """
+    u, s, vt = np.linalg.svd(jacobian, full_matrices=False)
+    smallest = s[-1]
+    damping2 = 0.0 if smallest >= SIGMA_FLOOR else \
+        (1.0 - (smallest / SIGMA_FLOOR) ** 2) * MAX_DAMPING ** 2
+    return vt.T @ ((s / (s * s + damping2)) * (u.T @ residual))
+
+
+def follow(chain: Chain, reference: FloatArray, target: FloatArray,
+           iterations: int = 3) -> Tuple[FloatArray, float, bool]:
+    """Move joints from ``reference`` (n,) toward the tip pose ``target`` (4x4), a little.
+
+    Returns:
+        (q (n,) within the limits, the fraction of the reference's squared
+        error left (0 converged or 1 no progress), converged) after at most
+        ``iterations`` damped steps; each step (or a shortened one) is taken
+        only if it lowers the error (so the result is never farther than the
+        reference).
+
+    """
+    q = np.clip(np.array(reference, dtype=np.float64), chain.lower, chain.upper)
+    pose, jac = chain.forward_and_jacobian(q)
+    r = pose_residual(target, pose)
+    errors = start = _errors(r)
+    for _ in range(iterations):
+        if errors[0] <= TOLERANCE[0] and errors[1] <= TOLERANCE[1]:
+            break
+        taken = _descend(chain, target, q, damped_step(jac, r), errors)
+        if taken is None:
+            break
+        q, jac, r, errors = taken
+    converged = errors[0] <= TOLERANCE[0] and errors[1] <= TOLERANCE[1]
+    before = start[0] ** 2 + start[1] ** 2
+    left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
+    return q, left, converged
+
+
+def _descend(chain: Chain, target: FloatArray, q: FloatArray, step: FloatArray,
+             errors: Tuple[float, float]):
+    """Take ``step`` (n,), or its half, quarter, ..., the first that lowers the error.
+
+    Far from the pose (an arm that lags) the full Gauss-Newton step can
+    overshoot; a shorter one along it still descends. Returns (q, Jacobian,
+    residual, errors) after the step, or None when none of BACKTRACKS does.
+    """
+    cost = errors[0] ** 2 + errors[1] ** 2
+    for _ in range(BACKTRACKS):
+        q_new = np.clip(q + step, chain.lower, chain.upper)
+        pose_new, jac_new = chain.forward_and_jacobian(q_new)
+        r_new = pose_residual(target, pose_new)
+        errors_new = _errors(r_new)
+        if errors_new[0] ** 2 + errors_new[1] ** 2 < cost:
+            return q_new, jac_new, r_new, errors_new
+        step = 0.5 * step
+    return None
+
+
+def _errors(residual: FloatArray) -> Tuple[float, float]:
+    return float(np.linalg.norm(residual[:3])), float(np.linalg.norm(residual[3:]))
