@@ -28,6 +28,7 @@ from typing import Any, Dict, List
 
 from ik_node.core.chain import Chain, Joint, register_urdf_reader
 from ik_node.core.errors import ModelError
+from ik_node.core.frames import LinkFrame, LinkFrames
 from ik_node.core.rotations import ypr_to_matrix
 import numpy as np
 
@@ -171,6 +172,68 @@ def chain_from_robot_text(xml, base_link: str, tip_link: str) -> Chain:
     return Chain([_joint(j) for j in reversed(path)], base_link, tip_link)
 
 
+def link_frames(xml, chain: Chain) -> LinkFrames:
+    """Every link of the robot description, resolvable in ``chain``'s base frame.
+
+    A link is static when only fixed joints separate it from the base (above,
+    below or beside it), moved by the chain when the movable joints between
+    the base and it are the chain's own, and refused (with the reason)
+    otherwise: the description's other joints (a gripper, a second arm) are
+    not ik_node's to know.
+    """
+    robot = _parse(_check_text(xml))
+    parent = _parent_joints(robot)
+    above_base = [chain.base_link]                     # base, its parent, ..., the root
+    while above_base[-1] in parent:
+        above_base.append(parent[above_base[-1]].parent)
+    frames, refused = {}, {}
+    for link in (item.name for item in robot.links):
+        try:
+            frames[link] = _link_frame(link, chain, parent, above_base)
+        except ModelError as exc:
+            refused[link] = str(exc)
+    return LinkFrames(chain.base_link, frames, refused)
+
+
+def _path_down(link: str, ancestor: str, parent) -> List[Any]:
+    """URDF joints from ``ancestor`` down to ``link`` (ancestor above link)."""
+    path = []
+    while link != ancestor:
+        joint = parent[link]
+        path.append(joint)
+        link = joint.parent
+    return list(reversed(path))
+
+
+def _link_frame(link: str, chain: Chain, parent, above_base: List[str]) -> LinkFrame:
+    """Return the LinkFrame of one link (ModelError with the reason when it cannot be one)."""
+    ancestor = link
+    while ancestor not in above_base:
+        ancestor = parent[ancestor].parent
+    up = _path_down(chain.base_link, ancestor, parent)     # ancestor -> base
+    moving = [j.name for j in up if j.type != 'fixed']
+    if moving:
+        raise ModelError(f'joint {moving[0]!r} moves it relative to the base link '
+                         f'{chain.base_link!r}, and ik_node does not control that joint')
+    t_ancestor_base = np.eye(4)
+    for joint in up:
+        t_ancestor_base = t_ancestor_base @ _origin(joint)
+    offset = np.asarray(np.linalg.inv(t_ancestor_base), dtype=np.float64)
+    down = [_joint(j) for j in _path_down(link, ancestor, parent)]
+    if all(j.type == 'fixed' for j in down):
+        for joint in down:
+            offset = offset @ joint.origin
+        return LinkFrame(link, offset)
+    foreign = [j.name for j in down if j.type != 'fixed' and j.mimic is None
+               and j.name not in chain.joint_names]
+    if foreign or ancestor != chain.base_link:
+        name = foreign[0] if foreign else next(j.name for j in down if j.type != 'fixed')
+        raise ModelError(f'joint {name!r} moves it, and that joint is not one of the chain '
+                         f"{chain.base_link!r} -> {chain.tip_link!r}'s")
+    sub = Chain(down, chain.base_link, link)
+    return LinkFrame(link, offset, sub, tuple(chain.joint_names.index(n) for n in sub.joint_names))
+
+
 def chain_from_urdf_string(xml, base_link: str, tip_link: str) -> Chain:
     """Build a chain from URDF text; raises UrdfError / ModelError with the reason."""
     return chain_from_robot_text(xml, base_link, tip_link)
@@ -198,6 +261,11 @@ def bundled_urdf(name: str) -> str:
 
 def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
     """Read a URDF file (bounded read) and build the chain; see chain_from_urdf_string."""
+    return chain_from_robot_text(read_urdf_file(path), base_link, tip_link)
+
+
+def read_urdf_file(path) -> str:
+    """Return a URDF file's text, read within MAX_URDF_BYTES (UrdfError with the reason)."""
     try:
         size = os.path.getsize(path)
         if size > MAX_URDF_BYTES:
@@ -209,7 +277,7 @@ def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
         raise UrdfError(f'URDF file {path}: cannot read it ({exc.strerror})') from None
     except UnicodeDecodeError as exc:
         raise UrdfError(f'URDF file {path}: not UTF-8 text ({exc.reason})') from None
-    return chain_from_robot_text(text, base_link, tip_link)
+    return text
 
 
 register_urdf_reader(chain_from_urdf_string, chain_from_urdf_file)

@@ -16,16 +16,35 @@
 
 import math
 
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.bench.fuzz import BASE, expected_reason, message_batches, raw_message
+from ik_node.bench.fuzz import BASE, expected_reason, message_batches, raw_message, TIP
 from ik_node.core import rotations as rot
-from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
-    pose_to_matrix, RejectedMessage
+from ik_node.core.chain import Chain
+from ik_node.ros.conversions import base_frame_only, check_point, check_target, check_twist, \
+    frames_at, matrix_to_pose, pose_to_matrix, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
+from ik_node.urdf import bundled_urdf, link_frames
 import numpy as np
+import pytest
 from strategies import unit_quaternions
+from test_chain import reference_forward
+import transforms3d
+
+XML = open(bundled_urdf('iiwa14.urdf'), encoding='utf-8').read()
+CHAIN = Chain.from_urdf_string(XML, BASE, TIP)
+Q0 = np.array([0.3, 0.5, -0.2, -1.2, 0.4, 0.9, 0.1])
+RESOLVE = frames_at(link_frames(XML, CHAIN), Q0)
+
+
+def frame_pose(frame):
+    """Pose (4, 4) of a frame_id in the base frame at Q0, by the tests' own FK of the URDF."""
+    if frame in ('', BASE):
+        return np.eye(4)
+    if frame == 'world':  # the parent of the base link (a fixed joint)
+        return np.linalg.inv(reference_forward(XML, 'world', BASE, {}))
+    return reference_forward(XML, BASE, frame, dict(zip(CHAIN.joint_names, Q0)))
 
 
 @settings(max_examples=300)
@@ -35,27 +54,33 @@ def test_checks_reject_exactly_what_the_spec_rejects(batch):
         msg = raw_message(kind, frame, values)
         want = expected_reason(kind, frame, values)
         try:
-            out = check_target(msg, BASE) if kind == 'pose' else check_point(msg, BASE)
+            out = check_target(msg, RESOLVE) if kind == 'pose' else check_point(msg, RESOLVE)
         except RejectedMessage as exc:
             assert exc.reason == want, (values, str(exc))
             continue
         assert want is None
+        frame = frame_pose(frame)
+        position = frame[:3, :3] @ np.array(values[:3]) + frame[:3, 3]
         if kind == 'pose':
             p, q = out
-            # Unit, finite, and the direction of the input (math.hypot does not overflow).
+            # Unit, finite, and the direction of the input (math.hypot does not overflow),
+            # turned into the base frame.
             norm = math.hypot(*values[3:])
             assert abs(float(q @ q) - 1.0) <= 1e-12
-            np.testing.assert_allclose(q, [v / norm for v in values[3:]], atol=1e-12)
-            np.testing.assert_array_equal(p, values[:3])
+            local = transforms3d.quaternions.quat2mat([values[6] / norm] + [
+                v / norm for v in values[3:6]])
+            np.testing.assert_allclose(rot.quaternion_to_matrix(q), frame[:3, :3] @ local,
+                                       atol=1e-12)
+            np.testing.assert_allclose(p, position, rtol=1e-12, atol=1e-12)
         else:
-            np.testing.assert_array_equal(out, values)
+            np.testing.assert_allclose(out, position, rtol=1e-12, atol=1e-12)
 
 
 @given(st.sampled_from([1.7e308, 1e300, 1e200, 1e-6]))
 def test_huge_quaternions_normalise_without_overflow(scale):
     msg = PoseStamped()
     msg.pose.orientation.x = msg.pose.orientation.w = scale
-    _, q = check_target(msg, '')
+    _, q = check_target(msg, base_frame_only(BASE))
     np.testing.assert_allclose(q, [math.sqrt(0.5), 0.0, 0.0, math.sqrt(0.5)], atol=1e-15)
 
 
@@ -64,7 +89,7 @@ def test_tiny_quaternions_are_zero(scale):
     msg = PoseStamped()
     msg.pose.orientation.x = msg.pose.orientation.w = scale
     try:
-        check_target(msg, '')
+        check_target(msg, base_frame_only(BASE))
     except RejectedMessage as exc:
         assert exc.reason == 'zero_quaternion'
     else:
@@ -113,3 +138,42 @@ def test_sequence_gaps_forget_old_publishers_and_ignore_missing_info():
     assert gaps.note({'publication_sequence_number': None, 'publisher_gid': None}) == 0
     assert gaps.note({'publication_sequence_number': 4, 'publisher_gid': {'data': b'c'}}) == 0
     assert gaps.missing == 3
+
+
+def test_a_frame_that_is_not_a_link_is_refused_with_valid_ones_listed():
+    msg = PoseStamped()
+    msg.pose.orientation.w = 1.0
+    msg.header.frame_id = 'map'
+    with pytest.raises(RejectedMessage, match="frame 'map' is not a link.*iiwa_link_0") as info:
+        check_target(msg, RESOLVE)
+    assert info.value.reason == 'wrong_frame'
+
+
+@settings(max_examples=100)
+@given(st.sampled_from(['', BASE, 'world', 'iiwa_link_3', TIP]),
+       st.tuples(*[st.floats(-2.0, 2.0)] * 6))
+def test_twists_in_any_link_turn_into_the_base_frame_except_in_the_tip_frame(frame, values):
+    msg = TwistStamped()
+    msg.header.frame_id = frame
+    (msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z,
+     msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z) = values
+    linear, angular, body = check_twist(msg, RESOLVE, TIP)
+    if frame == TIP:
+        assert body
+        np.testing.assert_array_equal(np.concatenate((linear, angular)), values)
+    else:
+        rotation = frame_pose(frame)[:3, :3]
+        assert not body
+        np.testing.assert_allclose(linear, rotation @ values[:3], atol=1e-12)
+        np.testing.assert_allclose(angular, rotation @ values[3:], atol=1e-12)
+
+
+@pytest.mark.parametrize('values, reason', [((math.nan, 0, 0, 0, 0, 0), 'not_finite'),
+                                            ((0, 0, 0, 0, 1e3, 0), 'absurd_twist')])
+def test_bad_twists_are_refused_with_the_reason(values, reason):
+    msg = TwistStamped()
+    (msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z,
+     msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z) = values
+    with pytest.raises(RejectedMessage) as info:
+        check_twist(msg, RESOLVE, TIP)
+    assert info.value.reason == reason

@@ -157,8 +157,8 @@ def test_signals_stop_the_moving_node_within_a_second_cleanly_and_a_restart_work
 def test_an_exception_in_a_callback_is_logged_counted_and_survived():
     with in_process_node('iiwa14', publish_rate=200.0) as (node, _, spin_once):
         published = []
-        original_publish = node.joint_pub.publish
-        node.joint_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
+        original_publish = node.command_pub.publish
+        node.command_pub.publish = lambda msg: (published.append(msg), original_publish(msg))
 
         def broken(*args, **kwargs):
             raise RuntimeError('injected failure')

@@ -27,6 +27,7 @@ The expected reason of each message is computed here from the raw numbers
 """
 
 import math
+import re
 import time
 from typing import Dict, Optional
 
@@ -34,6 +35,7 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import BASE, MonitoredNode, TIP
 from ik_node.ros.process import free_domain
+from ik_node.urdf import bundled_urdf
 import numpy as np
 
 # Spec of the node's input checks (README, "Bad input"): a quaternion norm
@@ -44,13 +46,24 @@ SPECIAL = [math.nan, math.inf, -math.inf, 1e300, -1e300, 5e-324, -5e-324, 0.0, -
            1e6, -1e6, 999999.0, 1e-7, 2.0]
 
 
+def _links_of_the_bundled_arm() -> frozenset:
+    """Return the iiwa14's link names, read with a regular expression (not ik_node's parser)."""
+    with open(bundled_urdf('iiwa14.urdf'), encoding='utf-8') as handle:
+        return frozenset(re.findall(r'<link\s+name="([^"]+)"', handle.read()))
+
+
+# Valid frame_ids of the fuzzed node: empty (the base) or any link of its model.
+FRAMES = frozenset({''}) | _links_of_the_bundled_arm()
+
+
 def expected_reason(kind: str, frame: str, values) -> Optional[str]:
     """Reason a message must be rejected for, or None when it is valid.
 
     ``kind`` is 'pose' (values: x y z qx qy qz qw) or 'pole' (x y z). Checks in
-    the documented order: frame, finite, quaternion norm, absurd position.
+    the documented order: frame (empty or a link of the model), finite,
+    quaternion norm, absurd position.
     """
-    if frame not in ('', BASE):
+    if frame not in FRAMES:
         return 'wrong_frame'
     if not all(math.isfinite(v) for v in values):
         return 'not_finite'

@@ -33,18 +33,20 @@ import gc
 import sys
 from typing import Dict, Optional
 
+from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
+from ik_node.core.frames import LinkFrames
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.solver import make_solver, SOLVER_NAMES
 from ik_node.core.tracker import carried_over, Command, MotionTracker, TrackerConfig
-from ik_node.ros.conversions import check_point, check_target, joint_state, matrix_to_pose, \
-    RejectedMessage
+from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
+    joint_state, matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
-from ik_node.urdf import chain_from_urdf_file, chain_from_urdf_string
+from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
     SetParametersResult
@@ -55,11 +57,18 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 QOS_CHOICES = ('reliable', 'best_effort')
+# Command outputs: message type and default topic (the ros2_control controllers' own).
+OUTPUTS = {
+    'joint_states': (JointState, 'joint_states'),
+    'joint_trajectory': (JointTrajectory, '/joint_trajectory_controller/joint_trajectory'),
+    'position_array': (Float64MultiArray, '/forward_position_controller/commands'),
+}
 # Diagnostics and markers are published at about these rates (Hz), below the
 # joint-state rate: they are for people and RViz. They are sent from the
 # joint-state tick, right after its joint_states message, so that they never
@@ -68,13 +77,44 @@ DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'base_link', 'tip_link', 'publish_rate',
-                    'target_qos', 'target_queue_depth', 'initial_positions')
+                    'target_qos', 'target_queue_depth', 'initial_positions', 'feedback_topic',
+                    'command_output', 'command_topic', 'command_joint_order')
 # Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
 CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
                      'max_angular_speed': 'max_angular_speed',
                      'max_joint_acceleration': 'max_joint_acceleration',
                      'joint_acceleration_limits': 'joint_acceleration_limits',
-                     'ik_timeout': 'ik_timeout'}
+                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout'}
+
+
+class Feedback:
+    """The robot's own joint state, as last heard (names matched, chain order)."""
+
+    def __init__(self, names):
+        """Expect the joints ``names`` (chain order) in every message."""
+        self.names = list(names)
+        self.time: Optional[float] = None   # node clock (s) of the last complete message
+        self.q: Optional[np.ndarray] = None
+        self.v: Optional[np.ndarray] = None
+        self.incomplete = 0
+
+    def take(self, msg: JointState, now: float) -> bool:
+        """Keep a message's positions (and velocities) of our joints; False if some are missing."""
+        where = {name: k for k, name in enumerate(msg.name)}
+        try:
+            index = [where[name] for name in self.names]
+            q = np.array([msg.position[k] for k in index])
+        except (KeyError, IndexError):
+            self.incomplete += 1
+            return False
+        if not np.all(np.isfinite(q)):
+            self.incomplete += 1
+            return False
+        v = None
+        if len(msg.velocity) == len(msg.name):
+            v = np.array([msg.velocity[k] for k in index])
+        self.time, self.q, self.v = now, q, v
+        return True
 
 
 class StartupError(Exception):
@@ -137,21 +177,38 @@ class IKNode(Node):
         self.chain: Optional[Chain] = None
         self.tracker: Optional[MotionTracker] = None
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
-        self.targets_received = self.poles_received = 0
+        self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
         # transport lost before a callback saw them.
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self._joint_msg = JointState()
+        self.frames: Optional[LinkFrames] = None
+        self.feedback: Optional[Feedback] = None
+        self.resyncs = 0
+        self._needs_sync = True
+        self._command_order: Optional[list] = None   # chain indices in command order
         self.add_on_set_parameters_callback(
             self._guarded(self._validate_parameters, _refused_parameters))
         self.add_post_set_parameters_callback(self._guarded(self._apply_parameters))
-        self.joint_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self.output = self.get_parameter('command_output').value
+        kind, default_topic = OUTPUTS[self.output]
+        self.command_topic = self.get_parameter('command_topic').value or default_topic
+        self.command_pub = self.create_publisher(kind, self.command_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
         self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
                                  self._target_qos())
         self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole),
                                  self.get_parameter('target_queue_depth').value)
+        self.create_subscription(TwistStamped, '~/target_twist', self._guarded(self._on_twist),
+                                 self._target_qos())
+        self.feedback_topic = self.get_parameter('feedback_topic').value
+        if self.feedback_topic:
+            # Best effort matches a broadcaster of either reliability.
+            self.create_subscription(JointState, self.feedback_topic,
+                                     self._guarded(self._on_feedback),
+                                     QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
+                                                reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
         self._load_model_from_parameters()
         if self.chain is None:
@@ -203,10 +260,37 @@ class IKNode(Node):
             'start joint vector in chain order (default: mid-limits)'))
         self.declare_parameter('ik_timeout', TrackerConfig.ik_timeout, _descriptor(
             'Jacobian solver budget per solve, s', 1e-4, 1.0))
+        self.declare_parameter('twist_timeout', TrackerConfig.twist_timeout, _descriptor(
+            '~/target_twist older than this stops the arm (dead-man), s', 1e-3, 10.0))
+        self.declare_parameter('feedback_topic', '', _descriptor(
+            "the robot's joint states (e.g. /joint_states of joint_state_broadcaster); "
+            "'' = none: the node is its own robot and publishes joint_states"))
+        self.declare_parameter('feedback_timeout', 0.1, _descriptor(
+            'feedback older than this is stale: the node holds and commands nothing, s',
+            1e-3, 10.0))
+        self.declare_parameter('resync_tolerance', 0.1, _descriptor(
+            'the command restarts from the measured joints when they differ by more, rad',
+            1e-6, 10.0))
+        self.declare_parameter('command_output', 'joint_states', _descriptor(
+            'joint_states, joint_trajectory (trajectory_msgs/JointTrajectory for '
+            'joint_trajectory_controller) or position_array (std_msgs/Float64MultiArray for '
+            'forward_position_controller)'))
+        self.declare_parameter('command_topic', '', _descriptor(
+            "topic of the commands ('' = the default of command_output)"))
+        self.declare_parameter('command_joint_order', Parameter.Type.STRING_ARRAY, _descriptor(
+            'joint names in the order of the commands (default: the chain order)'))
         solver = self.get_parameter('solver').value
         if solver not in SOLVER_NAMES:
             raise StartupError(f"parameter solver: '{solver}' is not one of "
                                f"{', '.join(SOLVER_NAMES)}")
+        output = self.get_parameter('command_output').value
+        if output not in OUTPUTS:
+            raise StartupError(f"parameter command_output: '{output}' is not one of "
+                               f"{', '.join(OUTPUTS)}")
+        if self.get_parameter('feedback_topic').value and output == 'joint_states':
+            raise StartupError('parameters: with feedback_topic set, joint_states belongs to the '
+                               "robot's broadcaster; set command_output to joint_trajectory or "
+                               'position_array')
         qos = self.get_parameter('target_qos').value
         if qos not in QOS_CHOICES:
             raise StartupError(f"parameter target_qos: '{qos}' is not one of "
@@ -296,20 +380,24 @@ class IKNode(Node):
         if not base or not tip:
             raise StartupError('parameters base_link and tip_link must both be set')
         try:
-            chain = chain_from_urdf_string(text, base, tip) if text else \
-                chain_from_urdf_file(path, base, tip)
-            self._use_model(chain)
+            self._use_model(text if text else read_urdf_file(path))
         except IKError as exc:
             raise StartupError(f'robot model: {exc}') from None
 
     def _on_description(self, msg: String):
-        base = self.get_parameter('base_link').value
-        tip = self.get_parameter('tip_link').value
         try:
-            self._use_model(chain_from_urdf_string(msg.data, base, tip))
-        except IKError as exc:
+            self._use_model(msg.data)
+        except (IKError, StartupError) as exc:
             self.rejected['robot_description'] += 1
             self.get_logger().error(f'robot_description refused, keeping the old model: {exc}')
+
+    def _joint_order(self, chain: Chain) -> list:
+        """Chain indices of the command's joints (command_joint_order, else chain order)."""
+        names = self._value('command_joint_order', {}) or chain.joint_names
+        if sorted(names) != sorted(chain.joint_names):
+            raise StartupError(f'command_joint_order: expected the joints {chain.joint_names} '
+                               f'in any order, received {list(names)}')
+        return [chain.joint_names.index(name) for name in names]
 
     def _initial_positions(self, chain: Chain) -> np.ndarray:
         initial = self._value('initial_positions', {})
@@ -321,8 +409,12 @@ class IKNode(Node):
                                f'the limits of {chain.joint_names}, received {list(initial)}')
         return q0
 
-    def _use_model(self, chain: Chain):
-        """Track with a new model (IKError: refused, the old one stays)."""
+    def _use_model(self, text: str):
+        """Track with the model of URDF ``text`` (IKError, StartupError: refused; old one kept)."""
+        chain = chain_from_urdf_string(text, self.get_parameter('base_link').value,
+                                       self.get_parameter('tip_link').value)
+        frames = link_frames(text, chain)
+        order = self._joint_order(chain)
         q0 = self._initial_positions(chain)
         solver = make_solver(chain, self.get_parameter('solver').value)
         now = self._instant()[1]
@@ -333,7 +425,10 @@ class IKNode(Node):
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
         solver.solve(chain.forward(q0), q0)
-        self.chain, self.tracker = chain, tracker
+        self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
+        if self.feedback_topic:
+            self.feedback = Feedback(chain.joint_names)
+            self._needs_sync = True
         self.get_logger().info(f'model: {chain.n} joints {chain.base_link} -> '
                                f'{chain.tip_link}, solver {solver.name} ({solver.backend})')
         # Everything built so far lives as long as the node: keep it out of
@@ -376,13 +471,17 @@ class IKNode(Node):
         now = self.get_clock().now()
         return now, (now.nanoseconds - self._epoch_ns) * 1e-9
 
+    def _resolver(self):
+        """frame_id -> pose of that link in the base frame, at the current command."""
+        return frames_at(self.frames, self.tracker.q)
+
     def _on_target(self, msg: PoseStamped, info):
         self.target_gaps.note(info)
         if self.tracker is None:
             self.rejected['no_model'] += 1
             return
         try:
-            p, q = check_target(msg, self.chain.base_link)
+            p, q = check_target(msg, self._resolver())
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
@@ -393,7 +492,7 @@ class IKNode(Node):
         if not self.tracker.config.smoothing:
             # Lowest latency: the step toward the target goes out now, limited
             # for the real time since the previous command.
-            self._publish(self.tracker.command(now), stamp)
+            self._command(stamp, now)
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)
@@ -401,13 +500,32 @@ class IKNode(Node):
             self.rejected['no_model'] += 1
             return
         try:
-            pole = check_point(msg, self.chain.base_link)
+            pole = check_point(msg, self._resolver())
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'pole rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.tracker.set_pole(pole)
         self.poles_received += 1
+
+    def _on_twist(self, msg: TwistStamped):
+        if self.tracker is None:
+            self.rejected['no_model'] += 1
+            return
+        try:
+            linear, angular, body = check_twist(msg, self._resolver(), self.chain.tip_link)
+        except RejectedMessage as exc:
+            self.rejected[exc.reason] += 1
+            self.get_logger().warning(f'twist rejected: {exc}', throttle_duration_sec=1.0)
+            return
+        self.twists_received += 1
+        self.tracker.set_twist(self._instant()[1], linear, angular, body)
+
+    def _on_feedback(self, msg: JointState):
+        if self.feedback is not None and not self.feedback.take(msg, self._instant()[1]):
+            self.get_logger().warning(
+                f'feedback on {self.feedback_topic} without every joint of the chain '
+                f'{self.feedback.names} (or not finite): ignored', throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
         if self.tracker is None:
@@ -423,17 +541,55 @@ class IKNode(Node):
         # One instant for the command and the stamp: the state is valid at its
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
-        if self.tracker is not None:
-            self._publish(self.tracker.command(now), stamp)
+        if self.tracker is not None and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1
         for every, phase, publish in self._side_outputs:
             if self._ticks % every == phase:
                 publish()
 
+    def _command(self, stamp, now: float) -> bool:
+        """Publish the tracker's command for now; False when stale feedback holds it back."""
+        reference = None
+        if self.feedback is not None:
+            fb = self.feedback
+            if fb.time is None or now - fb.time > self.get_parameter('feedback_timeout').value:
+                self._needs_sync = True    # hold: command nothing until it is fresh again
+                return False
+            if self._needs_sync:
+                self.tracker.sync(now, fb.q, fb.v)
+                self._needs_sync = False
+            elif float(np.max(np.abs(fb.q - self.tracker.q))) > \
+                    self.get_parameter('resync_tolerance').value:
+                self.resyncs += 1
+                self.get_logger().warning(
+                    'the measured joints left the command by more than resync_tolerance '
+                    '(pushed? controller switched?): continuing from where the arm is',
+                    throttle_duration_sec=1.0)
+                self.tracker.sync(now, fb.q, fb.v)
+            reference = fb.q
+        self._publish(self.tracker.command(now, reference), stamp)
+        return True
+
     def _publish(self, cmd: Command, stamp):
-        self.joint_pub.publish(joint_state(self.tracker.joint_names, cmd.q, cmd.v,
-                                           stamp.to_msg(), self._joint_msg))
+        """Publish one command on the command output (joint order: command_joint_order)."""
+        if self.output == 'joint_states':
+            self.command_pub.publish(joint_state(self.tracker.joint_names, cmd.q, cmd.v,
+                                                 stamp.to_msg(), self._joint_msg))
+            return
+        order = self._command_order
+        positions = [float(cmd.q[k]) for k in order]
+        if self.output == 'position_array':
+            self.command_pub.publish(Float64MultiArray(data=positions))
+            return
+        msg = JointTrajectory(joint_names=[self.chain.joint_names[k] for k in order])
+        msg.header.stamp = stamp.to_msg()
+        period_ns = int(round(self._period * 1e9))
+        msg.points = [JointTrajectoryPoint(
+            positions=positions, velocities=[float(cmd.v[k]) for k in order],
+            time_from_start=Duration(sec=period_ns // 1_000_000_000,
+                                     nanosec=period_ns % 1_000_000_000))]
+        self.command_pub.publish(msg)
 
     # -- side outputs --------------------------------------------------------------------------
 
@@ -443,8 +599,11 @@ class IKNode(Node):
         tracker = self.tracker
         res = None if tracker is None else tracker.stats.last_result
         target = None if tracker is None else tracker.target_result
+        stale = self._feedback_problem()
         if tracker is None:
             status.level, status.message = DiagnosticStatus.WARN, 'waiting for the robot model'
+        elif stale:
+            status.level, status.message = DiagnosticStatus.WARN, stale
         elif target is not None and not target.success:
             status.level = DiagnosticStatus.WARN
             status.message = f'target unreachable: {target.reason}'
@@ -457,6 +616,9 @@ class IKNode(Node):
         values.update({f'rejected_{k}': str(v) for k, v in sorted(self.rejected.items())})
         values['targets_received'] = str(self.targets_received)
         values['poles_received'] = str(self.poles_received)
+        values['twists_received'] = str(self.twists_received)
+        values['command_output'] = f'{self.output} on {self.command_topic}'
+        values.update(self._feedback_values())
         values['targets_dropped_unread'] = str(self.target_gaps.missing)
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         if tracker is not None:
@@ -466,12 +628,38 @@ class IKNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)
 
+    def _feedback_problem(self) -> str:
+        """Return why the node holds for want of feedback ('' when it does not)."""
+        fb = self.feedback
+        if fb is None:
+            return ''
+        if fb.time is None:
+            return f'waiting for the joint states on {self.feedback_topic}: no command yet'
+        age = self._instant()[1] - fb.time
+        if age > self.get_parameter('feedback_timeout').value:
+            return (f'feedback on {self.feedback_topic} is stale ({age:.3f} s old): holding, '
+                    'no command')
+        return ''
+
+    def _feedback_values(self) -> Dict[str, str]:
+        """Diagnostics of the feedback: topic, state, age, re-syncs."""
+        if not self.feedback_topic:
+            return {'feedback': 'off (the node publishes joint_states itself)'}
+        values = {'feedback': f"{'stale' if self._feedback_problem() else 'ok'} on "
+                              f'{self.feedback_topic}',
+                  'feedback_resyncs': str(self.resyncs)}
+        if self.feedback is not None:
+            values['feedback_incomplete'] = str(self.feedback.incomplete)
+            if self.feedback.time is not None:
+                values['feedback_age_s'] = f'{self._instant()[1] - self.feedback.time:.3g}'
+        return values
+
     @staticmethod
     def _tracker_values(tracker: MotionTracker, res, target) -> Dict[str, str]:
         """Diagnostics key/values of the tracker: solver, mode, results, counters."""
         budget = tracker.solver.budget_s
         values = {'solver': tracker.solver.name, 'backend': tracker.solver.backend,
-                  'mode': tracker.mode,
+                  'mode': tracker.mode, 'twist_timeouts': str(tracker.twist_timeouts),
                   'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}
         if target is not None:
             values.update({'target_reachable': str(target.success).lower(),

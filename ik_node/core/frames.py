@@ -1,0 +1,110 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Poses of the robot model's links in the base frame, at the chain's current joints.
+
+Targets, twists and poles may be given in any link of the loaded robot
+description. A link is either static in the base frame (only fixed joints
+between them: a world or table link above the base, a camera bolted to the
+base) or moved by the chain's own joints (a link of the arm, a tool frame);
+a link that other joints move (a gripper finger, another arm) has no pose
+ik_node can know and is refused with the reason. ``ik_node.urdf.link_frames``
+builds this from the URDF; nothing here parses anything.
+"""
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from ik_node.core.chain import Chain
+from ik_node.core.errors import InvalidInputError
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# How many valid frame names an error message lists.
+SHOWN = 8
+
+
+class FrameError(InvalidInputError):
+    """A frame that is not a link of the model, or whose pose ik_node cannot know."""
+
+
+@dataclass(frozen=True, eq=False)
+class LinkFrame:
+    """How one link's pose in the base frame follows from the chain's joints.
+
+    Attributes:
+        link: the link's name.
+        offset: (4, 4) pose, in the base frame, of the frame the sub-chain
+            starts from (the base itself when the link is below it).
+        chain: None for a static link (its pose is ``offset``); else the chain
+            from that frame to the link, whose free joints are chain joints.
+        joints: indices, in the main chain's joint order, of ``chain``'s free joints.
+
+    """
+
+    link: str
+    offset: FloatArray
+    chain: Optional[Chain] = None
+    joints: Sequence[int] = ()
+
+    @property
+    def static(self) -> bool:
+        """True when no joint moves this link relative to the base."""
+        return self.chain is None
+
+
+class LinkFrames:
+    """The links of one robot model, resolvable to poses in the chain's base frame.
+
+    Args:
+        base_link: the chain's base link (its own pose is the identity).
+        frames: the links that can be resolved, by name.
+        refused: the links that cannot, with the reason, by name.
+
+    """
+
+    def __init__(self, base_link: str, frames: Dict[str, LinkFrame], refused: Dict[str, str]):
+        """Keep the resolvable links and the reasons for the others."""
+        self.base_link = base_link
+        self._frames = dict(frames)
+        self._refused = dict(refused)
+
+    def names(self) -> List[str]:
+        """Return the links whose poses can be resolved, sorted."""
+        return sorted(self._frames)
+
+    def pose(self, link: str, q) -> FloatArray:
+        """Pose (4, 4) of ``link`` in the base frame at chain joints q (n,).
+
+        Raises:
+            FrameError: not a link of the model (a few valid ones listed), or a
+                link that joints other than the chain's move (the reason).
+
+        """
+        if link == '' or link == self.base_link:
+            return np.eye(4)
+        frame = self._frames.get(link)
+        if frame is None:
+            if link in self._refused:
+                raise FrameError(f"frame '{link}': {self._refused[link]}")
+            shown = ', '.join(self.names()[:SHOWN])
+            more = ', ...' if len(self._frames) > SHOWN else ''
+            raise FrameError(f"frame '{link}' is not a link of the robot model; valid frames "
+                             f'include {shown}{more}')
+        if frame.chain is None:
+            return frame.offset
+        values = np.asarray(q, dtype=np.float64)[list(frame.joints)]
+        return frame.offset @ frame.chain.forward(values)

@@ -1,0 +1,299 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The full loop over real DDS: feedback in, ros2_control commands out, twists, frames.
+
+ik_node runs as a subprocess with ``feedback_topic`` set, commanding a mock
+controller (test/mock_controller.py, another process) that takes
+JointTrajectory or Float64MultiArray commands and broadcasts joint_states, as
+ros2_control's controllers on mock hardware do. Arrival is judged on the
+joint states the mock broadcasts, by the tests' own FK.
+"""
+
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import time
+
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from ik_node.core.chain import Chain
+from ik_node.core.tracker import TrackerConfig
+import numpy as np
+from oracle import forward, pose_errors
+import pytest
+from ros_helpers import check_joint_stream, OutputDrain, stamp_ns, unique_domain_id
+from std_msgs.msg import Bool, Float64MultiArray
+from test_node import ARMS, model_params, NodeUnderTest
+from trajectory_msgs.msg import JointTrajectory
+
+pytestmark = pytest.mark.integration
+
+MOCK = Path(__file__).resolve().parent / 'mock_controller.py'
+ACCEL = TrackerConfig().max_joint_acceleration
+# Where each arm's mock starts: not the node's initial_positions (the node must
+# start from the measured state, without a jump).
+MOCK_START = {'iiwa14': [0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3],
+              'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2]}
+
+
+def chain_of(arm):
+    """Return the bundled arm's chain."""
+    path, base, tip = ARMS[arm]
+    return Chain.from_urdf_file(str(path), base, tip)
+
+
+class Command:
+    """One command the node sent: (stamp ns or None, positions (n,) in chain order, velocities)."""
+
+    def __init__(self, stamp, q, v):
+        """Keep the command."""
+        self.stamp, self.q, self.v = stamp, np.asarray(q), None if v is None else np.asarray(v)
+
+
+class Loop:
+    """ik_node and the mock controller on one fresh ROS domain, with a client."""
+
+    def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint=''):
+        """Start the mock (at MOCK_START) and ik_node commanding it through ``output``."""
+        self.chain = chain_of(arm)
+        self.order = order or self.chain.joint_names
+        domain = unique_domain_id()
+        mode = 'trajectory' if output == 'joint_trajectory' else 'position'
+        start = [MOCK_START[arm][self.chain.joint_names.index(n)] for n in self.order]
+        args = [sys.executable, str(MOCK), '--joints', *self.order, '--initial',
+                *(str(v) for v in start), '--mode', mode, '--lag', str(lag)]
+        if extra_joint:
+            args += ['--extra-joint', extra_joint]
+        self.mock = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.mock_output = OutputDrain(self.mock.stdout)
+        params = dict(model_params(arm), feedback_topic='/joint_states', command_output=output,
+                      **(node_params or {}))
+        if order is not None:
+            params['command_joint_order'] = '[' + ', '.join(f'"{n}"' for n in order) + ']'
+        self.node = NodeUnderTest(params, joint_topic='/joint_states', domain=domain)
+        self.commands = []
+        if output == 'joint_trajectory':
+            self.node.client.create_subscription(
+                JointTrajectory, '/joint_trajectory_controller/joint_trajectory',
+                self._on_trajectory, 1000)
+        else:
+            self.node.client.create_subscription(
+                Float64MultiArray, '/forward_position_controller/commands', self._on_array, 1000)
+        self.push_pub = self.node.client.create_publisher(Float64MultiArray,
+                                                          '/mock_controller/push', 10)
+        self.pause_pub = self.node.client.create_publisher(Bool, '/mock_controller/pause', 10)
+        self.twist_pub = self.node.client.create_publisher(TwistStamped,
+                                                           '/ik_node/target_twist', 10)
+
+    def _chain_order(self, values):
+        where = {name: k for k, name in enumerate(self.order)}
+        return [values[where[name]] for name in self.chain.joint_names]
+
+    def _on_trajectory(self, msg):
+        point = msg.points[0]
+        where = {name: k for k, name in enumerate(msg.joint_names)}
+        q = [point.positions[where[n]] for n in self.chain.joint_names]
+        v = [point.velocities[where[n]] for n in self.chain.joint_names]
+        self.commands.append(Command(stamp_ns(msg), q, v))
+
+    def _on_array(self, msg):
+        self.commands.append(Command(None, self._chain_order(list(msg.data)), None))
+
+    def measured(self):
+        """Return the newest joint state the mock broadcast, chain order (looked up by name)."""
+        msg = self.node.joints[-1]
+        where = {name: k for k, name in enumerate(msg.name)}
+        return np.array([msg.position[where[n]] for n in self.chain.joint_names])
+
+    def arrives(self, target, timeout_s=40.0):
+        """Wait until the broadcast joints put the tip on target (1e-4 m, 1e-3 rad)."""
+        return self.node.wait(lambda: max(np.array(pose_errors(
+            self.chain, self.measured(), target)) / [1e-4, 1e-3]) <= 1.0, timeout_s)
+
+    def stop(self):
+        """Stop the node (exit code returned) and the mock."""
+        code = self.node.stop()
+        if self.mock.poll() is None:
+            self.mock.send_signal(signal.SIGINT)
+        try:
+            self.mock.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.mock.kill()
+            self.mock.wait(timeout=5)
+        return code
+
+
+def far_target(chain, start, delta):
+    """Tip pose of the joints start + delta (within the limits): reachable."""
+    return chain.forward(np.clip(np.array(start) + np.array(delta), chain.lower, chain.upper))
+
+
+class _AsJointState:
+    """A stamped Command with the fields check_joint_stream reads."""
+
+    def __init__(self, c):
+        """Wrap the command."""
+        self.position, self.velocity = c.q, c.v
+        self.header = type('H', (), {'stamp': type('S', (), {
+            'sec': c.stamp // 1_000_000_000, 'nanosec': c.stamp % 1_000_000_000})})
+
+
+def check_commands(commands, chain):
+    """Every command finite, within the limits; stamped ones within speed and acceleration."""
+    qs = np.array([c.q for c in commands])
+    assert np.all(np.isfinite(qs)) and all(chain.within_limits(q) for q in qs)
+    stamped = [_AsJointState(c) for c in commands if c.stamp is not None]
+    if stamped:
+        check_joint_stream(chain, stamped, accel=ACCEL)
+
+
+def largest_jump(commands):
+    """Index k of the command farthest (max over joints) from the one before it, and that step."""
+    steps = [np.abs(b.q - a.q) for a, b in zip(commands, commands[1:])]
+    k = int(np.argmax([np.max(s) for s in steps]))
+    return k + 1, steps[k]
+
+
+@pytest.mark.parametrize('arm, output, reverse', [('iiwa14', 'joint_trajectory', False),
+                                                  ('ur5e', 'position_array', True)])
+def test_the_loop_starts_from_the_arm_and_reaches_targets(arm, output, reverse):
+    chain = chain_of(arm)
+    order = chain.joint_names[::-1] if reverse else None
+    loop = Loop(arm, output, lag=0.02, order=order, extra_joint='gripper_finger')
+    try:
+        loop.node.ready(60.0)
+        assert loop.node.wait(lambda: loop.commands, 20.0)
+        # The first command is where the arm is (measured), not the node's initial positions.
+        start = np.array(MOCK_START[arm])
+        assert np.max(np.abs(loop.commands[0].q - start)) < 0.05, loop.commands[0].q
+        target = far_target(chain, start, [0.3, -0.3, 0.2, 0.3, -0.2, 0.3, 0.2][:chain.n])
+        loop.node.send(target)
+        assert loop.arrives(target), loop.measured()
+        check_commands(loop.commands, loop.chain)
+        # The broadcaster owns joint_states: the node never publishes there.
+        publishers = loop.node.client.get_publishers_info_by_topic('/joint_states')
+        assert {p.node_name for p in publishers} == {'mock_controller'}
+        assert loop.node.diagnostic('feedback') == 'ok on /joint_states'
+    finally:
+        assert loop.stop() == 0
+
+
+def test_a_pushed_arm_is_followed_from_where_it_is():
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', 'joint_trajectory', lag=0.05)
+    try:
+        loop.node.ready(60.0)
+        start = np.array(MOCK_START['iiwa14'])
+        target = far_target(chain, start, [0.6, -0.4, 0.5, 0.4, -0.5, 0.4, 0.6])
+        loop.node.send(target)
+        loop.node.spin(0.5)
+        loop.push_pub.publish(Float64MultiArray(data=[0.0, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0]))
+        assert loop.node.wait(lambda: int(loop.node.diagnostic('feedback_resyncs') or 0) >= 1,
+                              10.0), loop.node.diagnostic('feedback_resyncs')
+        assert loop.arrives(target), loop.measured()
+        # One resync: the command jumps once, to where the push left the arm (joint 2
+        # +0.3 rad, the rest as commanded), and the streams before and after it keep
+        # the limits.
+        k, step = largest_jump(loop.commands)
+        assert 0.2 < step[1] < 0.4 and np.max(np.delete(step, 1)) < 0.05, step
+        check_commands(loop.commands[:k], chain)
+        check_commands(loop.commands[k:], chain)
+    finally:
+        assert loop.stop() == 0
+
+
+def test_stale_feedback_holds_the_commands_and_fresh_feedback_resumes_them():
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', 'joint_trajectory', lag=0.02)
+    try:
+        loop.node.ready(60.0)
+        loop.pause_pub.publish(Bool(data=True))
+        loop.node.spin(0.5)   # well past feedback_timeout (0.1 s)
+        held_from = len(loop.commands)
+        loop.node.send(far_target(chain, MOCK_START['iiwa14'], [0.3] * 7))
+        loop.node.spin(1.0)
+        assert len(loop.commands) == held_from, 'the node commanded without fresh feedback'
+        loop.node.diagnostics.clear()
+        assert loop.node.wait(lambda: (loop.node.diagnostic('feedback') or '').startswith(
+            'stale'), 5.0)
+        loop.pause_pub.publish(Bool(data=False))
+        target = far_target(chain, MOCK_START['iiwa14'], [0.3] * 7)
+        assert loop.arrives(target), loop.measured()
+        # Resumed from the measured state: no jump between the last command before the
+        # pause and the first after it (the arm had not moved).
+        resumed = loop.commands[held_from]
+        assert np.max(np.abs(resumed.q - loop.commands[held_from - 1].q)) < 0.01
+        check_commands(loop.commands, chain)
+    finally:
+        assert loop.stop() == 0
+
+
+def test_feedback_with_joint_states_output_is_refused_at_start_up():
+    env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
+    args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+    for key, value in dict(model_params('iiwa14'), feedback_topic='/joint_states').items():
+        args += ['-p', f'{key}:={value}']
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "joint_states belongs to the robot's broadcaster" in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+def test_a_twist_moves_the_tip_and_the_arm_stops_when_twists_stop():
+    chain = chain_of('iiwa14')
+    node = NodeUnderTest(dict(model_params('iiwa14'),
+                              initial_positions='[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]'))
+    pub = node.client.create_publisher(TwistStamped, '/ik_node/target_twist', 10)
+    try:
+        node.ready(60.0)
+        start = forward(chain, node.joints[-1].position)[:3, 3]
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:    # 1 s at 5 cm/s along -z of the base, 50 Hz
+            msg = TwistStamped()
+            msg.header.frame_id = 'iiwa_link_0'
+            msg.twist.linear.z = -0.05
+            pub.publish(msg)
+            node.spin(0.02)
+        # Twists stopped: after twist_timeout the arm comes to rest (within the limits).
+        assert node.wait(lambda: len(node.joints) > 2 and np.all(
+            np.array(node.joints[-1].velocity) == 0.0), 5.0)
+        moved = forward(chain, node.joints[-1].position)[:3, 3] - start
+        assert -0.06 < moved[2] < -0.03 and np.hypot(moved[0], moved[1]) < 0.005, moved
+        check_joint_stream(chain, node.joints, accel=ACCEL)
+    finally:
+        assert node.stop() == 0
+
+
+def test_a_target_in_the_tool_frame_moves_the_tool_along_itself():
+    chain = chain_of('iiwa14')
+    node = NodeUnderTest(dict(model_params('iiwa14'),
+                              initial_positions='[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]'))
+    try:
+        node.ready(60.0)
+        q_start = np.array(node.joints[-1].position)
+        msg = PoseStamped()
+        msg.header.frame_id = 'tool0'
+        msg.pose.position.z = 0.05           # 5 cm along the tool's own z
+        msg.pose.orientation.w = 1.0
+        node.target_pub.publish(msg)
+        local = np.eye(4)
+        local[2, 3] = 0.05
+        target = forward(chain, q_start) @ local
+        assert node.wait(lambda: max(np.array(pose_errors(
+            chain, np.array(node.joints[-1].position), target)) / [1e-4, 1e-3]) <= 1.0, 30.0)
+    finally:
+        assert node.stop() == 0
