@@ -16,7 +16,11 @@
 
 ik_node publishes joint_states itself, so no joint_state_publisher runs.
 Arguments: robot (iiwa14 or ur5e, a file pair urdf/<robot>.urdf and
-config/<robot>.yaml), rviz (true/false), namespace.
+config/<robot>.yaml), rviz (true/false), namespace, params_file (more
+ik_node parameters, applied after the robot's: e.g.
+config/ros2_control/ik_node_ros2_control.yaml to read the robot's joint
+states and command its ros2_control controller; then the robot's
+joint_state_broadcaster, not ik_node, publishes joint_states).
 
 Every executable is looked up before anything starts: a missing one (rviz2
 on a machine without it, say) stops the launch with one line naming it,
@@ -54,8 +58,12 @@ def _robot_nodes(context):
     config = os.path.join(share, 'config', f'{robot}.yaml')
     if not (os.path.isfile(urdf) and os.path.isfile(config)):
         known = sorted(f[:-5] for f in os.listdir(os.path.join(share, 'config'))
-                       if f.endswith('.yaml'))
+                       if f.endswith('.yaml')
+                       and os.path.isfile(os.path.join(share, 'urdf', f[:-5] + '.urdf')))
         raise RuntimeError(f"robot '{robot}' is not bundled; choose one of {', '.join(known)}")
+    params_file = LaunchConfiguration('params_file').perform(context)
+    if params_file and not os.path.isfile(params_file):
+        raise RuntimeError(f'params_file: no such file: {params_file}')
     with open(urdf, encoding='utf-8') as handle:
         description = handle.read()
     namespace = LaunchConfiguration('namespace').perform(context)
@@ -73,7 +81,8 @@ def _robot_nodes(context):
              namespace=namespace, parameters=[{'robot_description': description}],
              output='screen'),
         Node(package='ik_node', executable='ik_node', name='ik_node', namespace=namespace,
-             parameters=[config, {'robot_description': description}], output='screen'),
+             parameters=[config, *([params_file] if params_file else []),
+                         {'robot_description': description}], output='screen'),
         Node(package='rviz2', executable='rviz2', namespace=namespace,
              arguments=['-d', os.path.join(share, 'rviz', 'ik_node.rviz')],
              condition=rviz, output='screen'),
@@ -87,5 +96,8 @@ def generate_launch_description():
                               description='bundled robot: iiwa14 (SRS, analytic) or ur5e'),
         DeclareLaunchArgument('rviz', default_value='true', description='start RViz'),
         DeclareLaunchArgument('namespace', default_value='', description='namespace'),
+        DeclareLaunchArgument('params_file', default_value='',
+                              description='more ik_node parameters (YAML), applied after '
+                                          "the robot's config"),
         OpaqueFunction(function=_robot_nodes),
     ])
