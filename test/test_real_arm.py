@@ -14,7 +14,9 @@
 
 """The full loop over real DDS: feedback in, ros2_control commands out, twists, frames.
 
-ik_node runs as a subprocess with ``feedback_topic`` set, commanding a mock
+ik_node runs as a subprocess with ``feedback_topic`` set (for the
+joint_trajectory output: from config/ros2_control/ik_node_ros2_control.yaml,
+as the README says to run it), commanding a mock
 controller (test/mock_controller.py, another process) that takes
 JointTrajectory or Float64MultiArray commands and broadcasts joint_states, as
 ros2_control's controllers on mock hardware do. Arrival is judged on the
@@ -42,6 +44,8 @@ from trajectory_msgs.msg import JointTrajectory
 pytestmark = pytest.mark.integration
 
 MOCK = Path(__file__).resolve().parent / 'mock_controller.py'
+ROS2_CONTROL_PARAMS = (Path(__file__).resolve().parents[1] / 'config' / 'ros2_control'
+                       / 'ik_node_ros2_control.yaml')
 ACCEL = TrackerConfig().max_joint_acceleration
 # Where each arm's mock starts: not the node's initial_positions (the node must
 # start from the measured state, without a jump).
@@ -80,11 +84,16 @@ class Loop:
         self.mock = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.mock_output = OutputDrain(self.mock.stdout)
-        params = dict(model_params(arm), feedback_topic='/joint_states', command_output=output,
-                      **(node_params or {}))
+        params = dict(model_params(arm), **(node_params or {}))
+        extra_args = []
+        if output == 'joint_trajectory':   # the README's ros2_control parameter file
+            extra_args = ['--params-file', str(ROS2_CONTROL_PARAMS)]
+        else:
+            params.update(feedback_topic='/joint_states', command_output=output)
         if order is not None:
             params['command_joint_order'] = '[' + ', '.join(f'"{n}"' for n in order) + ']'
-        self.node = NodeUnderTest(params, joint_topic='/joint_states', domain=domain)
+        self.node = NodeUnderTest(params, extra_args=extra_args, joint_topic='/joint_states',
+                                  domain=domain)
         self.commands = []
         if output == 'joint_trajectory':
             self.node.client.create_subscription(
@@ -200,6 +209,8 @@ def test_a_pushed_arm_is_followed_from_where_it_is():
         start = np.array(MOCK_START['iiwa14'])
         target = far_target(chain, start, [0.6, -0.4, 0.5, 0.4, -0.5, 0.4, 0.6])
         loop.node.send(target)
+        assert loop.node.wait(lambda: len(loop.commands) >= 5 and
+                              loop.push_pub.get_subscription_count() > 0, 20.0)
         loop.node.spin(0.5)
         loop.push_pub.publish(Float64MultiArray(data=[0.0, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0]))
         assert loop.node.wait(lambda: int(loop.node.diagnostic('feedback_resyncs') or 0) >= 1,
@@ -221,6 +232,9 @@ def test_stale_feedback_holds_the_commands_and_fresh_feedback_resumes_them():
     loop = Loop('iiwa14', 'joint_trajectory', lag=0.02)
     try:
         loop.node.ready(60.0)
+        # Commands flow before the pause (else there is nothing to hold and compare with).
+        assert loop.node.wait(lambda: len(loop.commands) >= 5 and
+                              loop.pause_pub.get_subscription_count() > 0, 20.0)
         loop.pause_pub.publish(Bool(data=True))
         loop.node.spin(0.5)   # well past feedback_timeout (0.1 s)
         held_from = len(loop.commands)
