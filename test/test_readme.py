@@ -19,7 +19,8 @@ changes what runs here. The two main commands are lines of ``.ci/run``; the
 shell-session block runs in a clean shell (no venv on PATH); the colcon lines
 of the distro path run in a scratch workspace. ``rosdep`` and the ``ros2``
 CLI are not installable here: their lines are checked against what they
-name (launch file, arguments, topic, frame, benchmark) instead.
+name (launch file, arguments, topic, frame, benchmark, parameter file)
+instead.
 """
 
 import os
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / 'README.md'
 QUICK_START = 'Quick start'
 DISTRO = 'Standard ROS 2 path'
+REAL_ARM = 'Use with a real arm'
 # Commands that run until stopped: started in the background, stopped by SIGINT.
 LONG_RUNNING = ('ik_node',)
 # Tools of a ROS 2 distro install, not installable here (see the module docstring).
@@ -105,7 +107,7 @@ def test_readme_shows_the_two_main_commands_and_ci_runs_them_as_written():
 
 def test_every_readme_command_is_run_by_ci_or_by_a_test():
     ci = ci_lines()
-    runners = {QUICK_START, DISTRO}
+    runners = {QUICK_START, DISTRO, REAL_ARM}
     orphans = [(sec, cmd) for sec, cmd in readme_commands()
                if cmd not in ci and sec not in runners]
     assert not orphans, f'README commands run by neither .ci/run nor test_readme.py: {orphans}'
@@ -184,6 +186,24 @@ def test_distro_only_lines_name_what_the_package_provides():
     assert abs(sum(v * v for v in quaternion) - 1.0) < 1e-12
     assert run[2:4] == ['ik_node', 'ik_bench']
     build_parser().parse_args(run[4:])
+
+
+def test_real_arm_line_names_the_node_and_the_bundled_parameter_file():
+    """The ros2_control line: ``ros2 run ik_node ik_node`` with the installed parameter file.
+
+    ``ros2`` is not installable here; test_real_arm.py runs the node with
+    the same parameter file against a mock controller.
+    """
+    lines = [shlex.split(cmd) for cmd in section_commands(REAL_ARM)]
+    assert len(lines) == 1, lines
+    (words,) = lines
+    assert words[:5] == ['ros2', 'run', 'ik_node', 'ik_node', '--ros-args']
+    files = [words[k + 1] for k, w in enumerate(words) if w == '--params-file']
+    assert len(files) == 2 and files[0] == 'my_arm.yaml'
+    prefix = '$(ros2 pkg prefix ik_node)/share/ik_node/'
+    assert files[1].startswith(prefix)
+    assert (ROOT / files[1][len(prefix):]).is_file(), files[1]
+    assert shutil.which('ik_node') is not None   # the console script ros2 run starts
 
 
 def test_ik_bench_commands_named_in_the_readme_parse():

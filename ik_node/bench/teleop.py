@@ -228,7 +228,7 @@ def run(args):
     print(f'{args.runs} seeded crossings per row, within {args.offset} rad of the singular '
           f'configuration; twists at {args.twist_rate:g} Hz, commands at {args.rate:g} Hz, '
           f"dead-man {report['twist_timeout_s']} s")
-    print_table(['arm', 'singularity', 'tracking error mm (median / max)',
+    print_table(['arm', 'singularity', 'worst tracking error per run, mm (median / max)',
                  'rad (median / max)', 'max joint speed / limit', 'halts',
                  'rest after last twist s (median / max)', 'Servo: slows / halts'],
                 [(r['arm'], r['singularity'],
