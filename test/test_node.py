@@ -382,3 +382,24 @@ def test_without_numba_the_node_says_so_once_and_still_reaches_targets(name, wit
     assert log.count('IK backend: numpy') == 1, log
     assert 'numba cannot be imported: numba is hidden by this test' in log
     assert 'IK backend: numba' not in log
+
+
+def test_a_near_srs_description_gets_the_analytic_solver_and_says_so(tmp_path):
+    """The iiwa14 with its shoulder axes missing by 0.436 mm: analytic, deviation logged."""
+    path, base, tip = ARMS['iiwa14']
+    text = path.read_text()
+    exact = '<origin xyz="0 0 0.2025" rpy="0 0 0"/>'
+    assert exact in text
+    near = tmp_path / 'iiwa14_offset.urdf'
+    near.write_text(text.replace(exact, '<origin xyz="0.000436 0 0.2025" rpy="0 0 0"/>', 1))
+    chain = Chain.from_urdf_file(str(near), base, tip)
+    node = NodeUnderTest({'urdf_path': str(near), 'base_link': base, 'tip_link': tip})
+    try:
+        node.ready(60.0)
+        q_goal = np.array([0.3, 0.6, -0.2, -1.0, 0.4, 0.9, 0.1])
+        assert node.reaches(chain, q_goal, 60.0), node.joints[-1]
+        assert node.diagnostic('solver') == 'analytic'
+    finally:
+        assert node.stop() == 0
+    log = node.output()
+    assert 'solver analytic' in log and 'near-SRS arm' in log and 'deviation 0.' in log, log

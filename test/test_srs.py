@@ -14,7 +14,9 @@
 
 """Analytic SRS IK: model recognition, every branch, swivel intervals, pole, edge cases."""
 
+import math
 from pathlib import Path
+from xml.etree import ElementTree
 
 from hypothesis import given
 from hypothesis import settings
@@ -23,6 +25,7 @@ from ik_node import AnalyticSRS, Chain, InvalidInputError, JacobianIK, ModelErro
 from ik_node.core import rotations as rot
 from ik_node.core.srs import BRANCHES
 import numpy as np
+from oracle import forward, pose_errors
 import pytest
 from test_chain import reference_forward
 
@@ -75,7 +78,7 @@ def test_non_srs_chains_are_refused_with_the_failed_condition(edit, pattern):
     assert edit[0] in text
     chain = Chain.from_urdf_string(text.replace(edit[0], edit[1], 1), 'iiwa_link_0', 'tool0')
     with pytest.raises(ModelError, match=pattern):
-        AnalyticSRS.from_chain(chain)
+        AnalyticSRS.from_chain(chain, near_bound=0.0)   # exact SRS arms only
 
 
 def test_six_dof_arm_is_not_srs():
@@ -344,3 +347,100 @@ def test_holding_a_stretched_arm_does_not_chatter(backend):
         q = res.q
     steps = np.abs(np.diff(np.array(history[5:]), axis=0))
     assert steps.max() < 1e-6
+
+
+# -- near-SRS arms: the nearest exact SRS model, then a polish on the true chain ----------
+
+
+def offset_iiwa(millimetres, seed):
+    """Return the bundled iiwa14 with joints 2-7 moved sideways by ``millimetres`` (random)."""
+    rng = np.random.default_rng(seed)
+    root = ElementTree.fromstring(IIWA.read_text())
+    for joint in root.iter('joint'):
+        if joint.get('type') != 'revolute' or joint.get('name') == 'iiwa_joint_1':
+            continue
+        origin = joint.find('origin')
+        xyz = np.array([float(v) for v in origin.get('xyz').split()])
+        side = rng.normal(size=2)
+        xyz[:2] += 1e-3 * millimetres * side / np.linalg.norm(side)
+        origin.set('xyz', ' '.join(repr(float(v)) for v in xyz))
+    text = ElementTree.tostring(root, encoding='unicode')
+    return Chain.from_urdf_string(text, 'iiwa_link_0', 'tool0')
+
+
+NEAR = {mm: offset_iiwa(mm, seed) for mm, seed in ((0.1, 1), (0.436, 2), (3.0, 3))}
+
+
+def test_an_exact_arm_keeps_the_closed_form_and_a_near_one_reports_its_deviation():
+    assert ARMS['numpy'].deviation == 0.0 and ARMS['numpy'].model_note == 'exact SRS arm'
+    for mm, chain in NEAR.items():
+        with pytest.raises(ModelError, match='miss each other'):
+            AnalyticSRS.from_chain(chain, near_bound=0.0)
+        solver = AnalyticSRS.from_chain(chain)
+        # Each joint moved by mm: no meeting point is farther than the offsets allow.
+        assert 1e-6 < solver.deviation <= 2.0 * 1e-3 * mm * math.sqrt(3.0)
+        assert 'near-SRS' in solver.model_note
+
+
+def test_beyond_the_bound_the_reason_says_by_how_much():
+    with pytest.raises(ModelError, match=r'deviates by 0\.0[0-9]+ m, beyond the near-SRS bound '
+                                         r'0\.01 m'):
+        AnalyticSRS.from_chain(offset_iiwa(25.0, 4))
+
+
+@BACKENDS
+@pytest.mark.parametrize('mm', sorted(NEAR))
+def test_near_srs_solutions_are_exact_on_the_true_chain(backend, mm):
+    """FK-built targets (independent FK): residual <= 1e-9, within limits, from a reference."""
+    chain = NEAR[mm]
+    solver = AnalyticSRS.from_chain(chain, backend=backend)
+    rng = np.random.default_rng(int(mm * 10))
+    for _ in range(150 if backend == 'numba' else 40):
+        q = rng.uniform(chain.lower, chain.upper)
+        target = forward(chain, q)
+        reference = np.clip(q + rng.normal(0.0, 0.2, 7), chain.lower, chain.upper)
+        res = solver.solve(target, reference)
+        assert res.success, res.reason
+        assert max(pose_errors(chain, res.q, target)) <= EXACT
+        assert chain.within_limits(res.q)
+
+
+@pytest.mark.parametrize('mm', sorted(NEAR))
+def test_near_srs_branches_and_pole_keep_their_meaning(mm):
+    """solve_all: every solution exact on the chain, near the model's, on its branch; pole.
+
+    Away from singular configurations (joints 2, 4, 6 beyond 0.5 rad of zero:
+    near them a branch label is ambiguous, the swivel ill-defined, and near
+    a stretched elbow joint 4 moves like the square root of the deviation)
+    every polished solution is within 0.05 rad of a model solution, with the
+    same branch.
+    """
+    chain = NEAR[mm]
+    solver = AnalyticSRS.from_chain(chain)
+    exact_model = AnalyticSRS(chain, solver.model)   # the model's own closed form, no polish
+    rng = np.random.default_rng(7)
+    kept = total = 0
+    for _ in range(30):
+        q = rng.uniform(chain.lower, chain.upper)
+        target = forward(chain, q)
+        psi = float(rng.uniform(-np.pi, np.pi))
+        for polished in solver.solve_all(target, psi):
+            assert max(pose_errors(chain, polished, target)) <= EXACT
+            # The same branch as the nearest model solution (the polish moves ~deviation).
+            nearest = min(exact_model._solve_batch(target[None].repeat(8, 0), np.full(8, psi),
+                                                   BRANCHES, np.zeros(8), np.zeros(8)),
+                          key=lambda m: float(np.max(np.abs(m - polished))))
+            if np.min(np.abs(nearest[[1, 3, 5]])) < 0.5:
+                continue  # near a singular shoulder, elbow or wrist: labels are ambiguous
+            total += 1
+            kept += solver.branch_of(polished) == solver.branch_of(nearest)
+            assert float(np.max(np.abs(nearest - polished))) < 0.05
+        # A pole: the configuration the model's closed form picks for it (toward
+        # the pole, or the nearest feasible swivel), moved only a little by the
+        # polish (a swivel angle itself is ill-defined near a stretched elbow).
+        pole = solver.model.shoulder + rng.normal(size=3)
+        res, model_res = solver.solve(target, pole=pole), exact_model.solve(target, pole=pole)
+        assert res.success, res.reason
+        if np.min(np.abs(model_res.q[[1, 3, 5]])) >= 0.5:
+            assert float(np.max(np.abs(res.q - model_res.q))) < 0.05, (res.q - model_res.q, mm)
+    assert total > 0 and kept == total

@@ -19,9 +19,15 @@ Each target is solved one at a time (with the pose's own swivel angle, with the
 generating configuration as reference, and with no hint at all), and all of
 them at once with ``solve_batch``. The residual of every answer is measured by
 forward kinematics.
+
+``--offset-mm X`` runs the same on a deliberately offset copy of the arm:
+joints 2-7 moved sideways by X mm each (seeded directions), so that no axes
+meet exactly: a near-SRS arm, solved on its nearest exact SRS model and
+polished on the true chain.
 """
 
 import time
+from xml.etree import ElementTree
 
 from ik_node.bench.common import (format_duration, machine_info, print_json, print_table)
 from ik_node.core.chain import Chain
@@ -30,6 +36,22 @@ from ik_node.urdf import bundled_urdf
 import numpy as np
 
 WARM_UP = 2000
+OFFSET_SEED = 3
+
+
+def offset_copy(text, millimetres, seed=OFFSET_SEED, first='iiwa_joint_1'):
+    """Return URDF text with every revolute joint but ``first`` moved sideways (x, y) by mm."""
+    rng = np.random.default_rng(seed)
+    root = ElementTree.fromstring(text)
+    for joint in root.iter('joint'):
+        if joint.get('type') != 'revolute' or joint.get('name') == first:
+            continue
+        origin = joint.find('origin')
+        xyz = np.array([float(v) for v in origin.get('xyz').split()])
+        side = rng.normal(size=2)
+        xyz[:2] += 1e-3 * millimetres * side / np.linalg.norm(side)
+        origin.set('xyz', ' '.join(repr(float(v)) for v in xyz))
+    return ElementTree.tostring(root, encoding='unicode')
 
 
 def _residual(chain, q, target):
@@ -68,7 +90,11 @@ def _single(arm, chain, targets, hints, kind, check_every):
 
 def run(args):
     """Run the benchmark and print a table, or one JSON object with --json."""
-    chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
+    with open(bundled_urdf('iiwa14.urdf'), encoding='utf-8') as handle:
+        text = handle.read()
+    if args.offset_mm:
+        text = offset_copy(text, args.offset_mm)
+    chain = Chain.from_urdf_string(text, 'iiwa_link_0', 'tool0')
     arm = AnalyticSRS.from_chain(chain, backend=args.backend)
     rng = np.random.default_rng(args.seed)
     qs = rng.uniform(chain.lower, chain.upper, size=(args.n, 7))
@@ -86,6 +112,7 @@ def run(args):
     batch_worst = max(_residual(chain, q_batch[i], targets[i])
                       for i in range(0, args.n, args.check_every))
     report = {'benchmark': 'analytic', 'n': args.n, 'seed': args.seed, 'backend': arm.backend,
+              'offset_mm': args.offset_mm, 'model': arm.model_note,
               'machine': machine_info(), 'single': rows,
               'batch': {'n': args.n, 'seconds': batch_s, 'poses_per_s': args.n / batch_s,
                         'valid_rate': float(np.mean(valid)), 'max_residual': batch_worst,
@@ -95,9 +122,10 @@ def run(args):
         print_json(report)
         return 0
     info = report['machine']
-    print(f'ik_bench analytic  (iiwa14, n={args.n}, seed {args.seed}, backend {arm.backend}; '
-          f'residual by FK on every {args.check_every}th; {info["cpu"]}, {info["cores"]} '
-          f'cores; commit {info["commit"]})')
+    arm_name = f'iiwa14 offset {args.offset_mm:g} mm' if args.offset_mm else 'iiwa14'
+    print(f'ik_bench analytic  ({arm_name}: {arm.model_note}; n={args.n}, seed {args.seed}, '
+          f'backend {arm.backend}; residual by FK on every {args.check_every}th; '
+          f'{info["cpu"]}, {info["cores"]} cores; commit {info["commit"]})')
     labels = {'swivel': 'solve(T, swivel=psi of the pose)',
               'reference': 'solve(T, q_reference=q)', 'none': 'solve(T) (swivel 0, limits)'}
     table = [(labels[r['solve']], f"{100 * r['success_rate']:.3f} %",
@@ -117,4 +145,6 @@ def add_parser(subparsers):
     p.add_argument('--check-every', type=int, default=1,
                    help='measure the FK residual of every k-th answer (default 1)')
     p.add_argument('--backend', choices=['auto', 'numba', 'numpy'], default='auto')
+    p.add_argument('--offset-mm', type=float, default=0.0,
+                   help='move joints 2-7 sideways by this many mm: a near-SRS copy (default 0)')
     p.set_defaults(func=run)

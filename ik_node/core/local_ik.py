@@ -99,6 +99,50 @@ def follow(chain: Chain, reference: FloatArray, target: FloatArray,
     return q, left, converged
 
 
+def polish(chain: Chain, start: FloatArray, target: FloatArray, tolerance: float,
+           iterations: int) -> Tuple[FloatArray, bool]:
+    """Newton steps on the chain from a nearby solution ``start`` (n,) to ``tolerance``.
+
+    For a solution of a slightly different model (a near-SRS arm's nearest
+    exact SRS model): Gauss-Newton with the pseudo-inverse (the least joint
+    change, so the solution keeps its branch and swivel), each step shortened
+    until it lowers the error (:func:`_descend`), joints at a limit whose step
+    points outward held there (their columns dropped: the others make up for
+    them). Returns (q within the limits, converged to ``tolerance`` m and rad).
+    """
+    q = np.clip(np.array(start, dtype=np.float64), chain.lower, chain.upper)
+    pose, jac = chain.forward_and_jacobian(q)
+    r = pose_residual(target, pose)
+    errors = _errors(r)
+    for _ in range(iterations):
+        if errors[0] <= tolerance and errors[1] <= tolerance:
+            return q, True
+        step = _step_within_limits(chain, jac, r, q)
+        taken = _descend(chain, target, q, step, errors)
+        if taken is None:
+            break
+        q, jac, r, errors = taken
+    return q, errors[0] <= tolerance and errors[1] <= tolerance
+
+
+def _step_within_limits(chain: Chain, jac: FloatArray, r: FloatArray,
+                        q: FloatArray) -> FloatArray:
+    """Least-squares joint step (n,) for residual r (6,), holding joints pushed past a limit."""
+    free = np.ones(chain.n, dtype=bool)
+    step = np.zeros(chain.n)
+    for _ in range(chain.n):
+        step[:] = 0.0
+        step[free] = np.linalg.lstsq(jac[:, free], r, rcond=None)[0]
+        out = ((q + step < chain.lower) | (q + step > chain.upper)) & free
+        at_limit = out & ((q <= chain.lower) | (q >= chain.upper))
+        if not at_limit.any():
+            return step
+        free &= ~at_limit
+        if not free.any():
+            break
+    return step
+
+
 def _descend(chain: Chain, target: FloatArray, q: FloatArray, step: FloatArray,
              errors: Tuple[float, float]):
     """Take ``step`` (n,), or its half, quarter, ..., the first that lowers the error.

@@ -99,6 +99,8 @@ class IKSolver(abc.ABC):
         backend: 'numba' or 'numpy', the implementation that runs.
         name: 'analytic' or 'jacobian'.
         uses_pole: True when ``pole`` turns the elbow (solvers with an elbow model).
+        model_note: one line on how the solver sees the chain, for logs ('' if
+            nothing to say): an exact or near-SRS arm, why not closed form.
 
     """
 
@@ -106,6 +108,7 @@ class IKSolver(abc.ABC):
     backend: str
     name: ClassVar[str]
     uses_pole: ClassVar[bool] = False
+    model_note: str = ''
 
     @abc.abstractmethod
     def solve(self, T_target, q_reference=None, *, pole=None) -> IKResult:

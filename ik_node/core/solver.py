@@ -35,8 +35,9 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
 
     Args:
         chain: the chain.
-        name: 'analytic' (a 7-DoF SRS arm; ModelError otherwise), 'jacobian'
-            (any chain) or 'auto' (analytic when the chain is SRS, else jacobian).
+        name: 'analytic' (a 7-DoF SRS or near-SRS arm; ModelError otherwise),
+            'jacobian' (any chain) or 'auto' (analytic when the chain is SRS or
+            near-SRS, else jacobian, the reason in its ``model_note``).
         budget_s: the Jacobian solver's budget per solve, seconds (None: its
             backend's default).
         backend: 'auto', 'numpy' or 'numba'.
@@ -49,10 +50,15 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
     if name not in SOLVER_NAMES:
         raise InvalidInputError(f"solver: expected one of {', '.join(SOLVER_NAMES)}, received "
                                 f'{name!r}')
+    why = ''
     if name in ('auto', 'analytic'):
         try:
             return AnalyticSRS.from_chain(chain, backend=backend)
-        except ModelError:
+        except ModelError as exc:
             if name == 'analytic':
                 raise
-    return JacobianIK(chain, timeout_s=budget_s, backend=backend)
+            why = str(exc)
+    solver = JacobianIK(chain, timeout_s=budget_s, backend=backend)
+    if why:
+        solver.model_note = f'not solved in closed form: {why}'
+    return solver

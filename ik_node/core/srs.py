@@ -43,10 +43,11 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from ik_node.core import kernels, srs_kernels
+from ik_node.core import kernels, local_ik, srs_kernels
 from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
+from ik_node.core.jacobian_ik import JacobianIK, split_pose
 from ik_node.core.kernels import ORTHONORMAL_TOL
 from ik_node.core.result import check_pose, IKResult, IKSolver
 import numpy as np
@@ -57,6 +58,30 @@ FloatArray = npt.NDArray[np.float64]
 # Two axes "meet" when their closest points are nearer than this (URDF
 # numbers are given to 1e-4 m or better; 1e-6 m accepts rounding only).
 MEET_TOL_M = 1e-6
+# A chain whose axes miss an exact SRS geometry by more than MEET_TOL_M but
+# at most this (metres: the largest distance of the shoulder / wrist point
+# from its three axes, or between their projections on the elbow axis) is a
+# near-SRS arm: solved on its nearest exact SRS model, then polished on the
+# true chain. Published descriptions carry offsets of a few tenths of a
+# millimetre (rounding, calibration); on the iiwa14 with every joint origin
+# moved by 3 mm (a deviation of ~6 mm) the polish still converges in a median
+# of 3 Newton steps; 1 cm keeps that margin.
+NEAR_SRS_BOUND_M = 0.01
+# Polish of a near-SRS solution on the true chain: to this residual (m, rad),
+# in at most this many Newton steps.
+POLISH_TOL = 1e-10
+POLISH_ITERATIONS = 50
+# Gauss-Newton steps of a fallback polish (it converges in a few or not at all).
+NEWTON_ITERATIONS = 15
+# Where the polish from the model's solution fails: the model is solved again
+# for targets corrected by the chain's position error, this many times.
+MODEL_CORRECTIONS = 3
+# Elbow angles (rad) to restart the polish from, off a stretched elbow.
+ELBOW_NUDGES = (0.05, 0.15)
+# ... and if that fails too (a few in 10^4 poses, all near a stretched elbow),
+# the Jacobian solver with restarts (to its default 1e-6), from the polish's
+# best, for at most this long (s), then the Gauss-Newton polish again.
+RESCUE_BUDGET_S = 0.02
 # Below this sine of their angle, two axes count as parallel.
 PARALLEL_SIN = 1e-9
 # Near a stretched elbow (swivel-circle radius below this fraction of the
@@ -123,8 +148,13 @@ class SRSModel:
     reach_high: float
 
 
-def srs_model(chain: Chain) -> SRSModel:
-    """Recognise an SRS arm in ``chain``; raise ModelError saying which condition fails."""
+def _zero_geometry(chain: Chain) -> Tuple[FloatArray, FloatArray, FloatArray]:
+    """World axes (7, 3), points on them (7, 3) and the tip pose (4, 4) at q = 0.
+
+    Raises:
+        ModelError: not 7 revolute joints (no prismatic or mimic joints).
+
+    """
     if chain.n != 7:
         raise ModelError(f'not an SRS arm: {chain.n} free joints, an SRS arm has 7')
     if chain._has_prismatic or not chain._identity_map or chain._axis.shape[0] != 7:
@@ -132,9 +162,62 @@ def srs_model(chain: Chain) -> SRSModel:
     rows, tip_r, tip_p = chain.frames([0.0] * 7)
     frames = np.array(rows)
     axes = np.einsum('jab,jb->ja', frames[:, :9].reshape(7, 3, 3), chain._axis)
-    points = frames[:, 9:]
     tip = np.eye(4)
     tip[:3, :3], tip[:3, 3] = np.reshape(tip_r, (3, 3)), tip_p
+    return axes, frames[:, 9:], tip
+
+
+def _least_squares_point(points: FloatArray, axes: FloatArray) -> Tuple[FloatArray, float]:
+    """Point (3,) nearest the three lines (point, unit axis) in the least-squares sense.
+
+    Returns the point and its largest distance from one of the lines (m).
+
+    Raises:
+        ModelError: the lines are parallel (no nearest point).
+
+    """
+    normal = np.zeros((3, 3))
+    rhs = np.zeros(3)
+    for p, w in zip(points, axes):
+        project = np.eye(3) - np.outer(w, w)
+        normal += project
+        rhs += project @ p
+    if np.linalg.cond(normal) > 1.0 / PARALLEL_SIN:
+        raise ModelError('parallel')
+    x: FloatArray = np.linalg.solve(normal, rhs).astype(np.float64)
+    return x, max(_point_line_distance(x, p, w) for p, w in zip(points, axes))
+
+
+def nearest_srs_model(chain: Chain) -> Tuple[SRSModel, float]:
+    """Return the exact SRS arm nearest ``chain`` and how far the chain is from it (m).
+
+    The shoulder point is the least-squares meeting point of axes 1-3, the
+    wrist point that of axes 5-7, moved along the elbow axis to where the
+    shoulder projects onto it (so the elbow bends in a plane); every axis
+    keeps its direction (so orientations are exact, only positions differ,
+    by about the deviation). The deviation is the largest of: a shoulder or
+    wrist axis's distance from its point, the wrist point's move.
+
+    Raises:
+        ModelError: the chain is not SRS in structure (see :func:`srs_model`).
+
+    """
+    axes, points, tip = _zero_geometry(chain)
+    try:
+        shoulder, miss_s = _least_squares_point(points[:3], axes[:3])
+        wrist, miss_w = _least_squares_point(points[4:], axes[4:])
+    except ModelError:
+        raise ModelError('not an SRS arm: the shoulder or wrist axes are parallel') from None
+    w4, p4 = axes[3], points[3]
+    shift = float(np.dot(wrist - p4, w4)) - float(np.dot(shoulder - p4, w4))
+    wrist = wrist - shift * w4
+    model = _model_of(chain, axes, points, tip, shoulder, wrist)
+    return model, max(miss_s, miss_w, abs(shift))
+
+
+def srs_model(chain: Chain) -> SRSModel:
+    """Recognise an exact SRS arm in ``chain``; raise ModelError saying which condition fails."""
+    axes, points, tip = _zero_geometry(chain)
 
     def meeting_point(i, j, k, label):
         try:
@@ -158,7 +241,14 @@ def srs_model(chain: Chain) -> SRSModel:
         raise ModelError(f'not an SRS arm: the shoulder and wrist points project onto the elbow '
                          f'axis (joint 4) {abs(s_along - w_along):.3g} m apart, so the elbow does '
                          'not bend in one plane')
-    elbow = p4 + s_along * w4
+    return _model_of(chain, axes, points, tip, shoulder, wrist)
+
+
+def _model_of(chain: Chain, axes: FloatArray, points: FloatArray, tip: FloatArray,
+              shoulder: FloatArray, wrist: FloatArray) -> SRSModel:
+    """Build the SRSModel of shoulder, wrist points (3,), elbow on axis 4 (ModelError if bad)."""
+    w4, p4 = axes[3], points[3]
+    elbow = p4 + float(np.dot(shoulder - p4, w4)) * w4
     upper_arm = float(np.linalg.norm(elbow - shoulder))
     forearm = float(np.linalg.norm(wrist - elbow))
     if upper_arm < MEET_TOL_M or forearm < MEET_TOL_M:
@@ -206,18 +296,38 @@ class AnalyticSRS(IKSolver):
     name = 'analytic'
     uses_pole = True
 
-    def __init__(self, chain: Chain, model: SRSModel, backend: str = 'auto'):
+    def __init__(self, chain: Chain, model: SRSModel, backend: str = 'auto',
+                 deviation: float = 0.0):
         """Keep the chain (for FK checks) and its SRS geometry.
 
         Args:
             chain: the arm's chain.
-            model: its SRS geometry (see :func:`srs_model`).
+            model: its SRS geometry (see :func:`srs_model`), or the nearest
+                exact SRS model of a near-SRS chain (:func:`nearest_srs_model`).
             backend: 'numpy' (the kernels run by CPython: the reference),
                 'numba' (the same kernels compiled) or 'auto' (numba if installed).
+            deviation: how far the chain is from ``model``, metres; above
+                MEET_TOL_M every solution of the model is polished on the chain.
 
         """
         self.chain = chain
         self.model = m = model
+        self.deviation = float(deviation)
+        self._polisher: Optional[JacobianIK] = None
+        self._lm_args: Optional[tuple] = None
+        self.model_note = 'exact SRS arm'
+        if self.deviation > MEET_TOL_M:
+            self.model_note = (f'near-SRS arm: solved on the nearest exact SRS model '
+                               f'(deviation {1e3 * self.deviation:.3g} mm), each solution '
+                               'polished on the chain')
+            self._polisher = JacobianIK(
+                chain, position_tolerance=POLISH_TOL, orientation_tolerance=POLISH_TOL,
+                nullspace_gain=0.0, max_restarts=0, max_iterations=POLISH_ITERATIONS,
+                backend=backend)
+            self._rescuer = JacobianIK(chain, timeout_s=RESCUE_BUDGET_S, backend=backend)
+            if self._polisher.backend == 'numba':
+                self._lm_args = (chain.fk_arrays, chain.lower, chain.upper,
+                                 self._polisher._w6, self._polisher.max_step)
         a = m.elbow0 - m.shoulder
         b = m.wrist0 - m.elbow0
         # q4 solves A1 cos q4 + A2 sin q4 = k (law of cosines, srs_kernels.elbow_part).
@@ -246,9 +356,123 @@ class AnalyticSRS(IKSolver):
         self._zeros = np.zeros(7)
 
     @classmethod
-    def from_chain(cls, chain: Chain, backend: str = 'auto') -> 'AnalyticSRS':
-        """Recognise the SRS geometry of ``chain`` (see :func:`srs_model`)."""
-        return cls(chain, srs_model(chain), backend)
+    def from_chain(cls, chain: Chain, backend: str = 'auto',
+                   near_bound: float = NEAR_SRS_BOUND_M) -> 'AnalyticSRS':
+        """Recognise the SRS geometry of ``chain``: exact, or near within ``near_bound`` m.
+
+        An exact SRS arm (axes meeting within MEET_TOL_M) is solved in closed
+        form. A near-SRS arm (deviation at most ``near_bound``, e.g. a
+        description whose shoulder axes miss by 0.4 mm) is solved on its
+        nearest exact SRS model (:func:`nearest_srs_model`), every solution then
+        polished on the true chain to POLISH_TOL. ``near_bound=0`` accepts exact
+        arms only.
+
+        Raises:
+            ModelError: not SRS in structure, or beyond the bound (the reason
+                says by how much).
+
+        """
+        try:
+            return cls(chain, srs_model(chain), backend)
+        except ModelError as exact:
+            if near_bound <= 0.0:
+                raise
+            try:
+                model, deviation = nearest_srs_model(chain)
+            except ModelError:
+                raise exact from None
+            if deviation > near_bound:
+                raise ModelError(f'{exact}; the nearest exact SRS model deviates by '
+                                 f'{deviation:.3g} m, beyond the near-SRS bound '
+                                 f'{near_bound:g} m') from None
+            return cls(chain, model, backend, deviation=deviation)
+
+    def _polish(self, target: FloatArray, q: FloatArray,
+                rescue: bool = True) -> Tuple[FloatArray, bool, float, float]:
+        """Polish a model solution q (7,) on the true chain.
+
+        Compiled Levenberg-Marquardt steps first (a few suffice from a model
+        solution; their steps are clipped into the limits); where they stall
+        (near a stretched elbow the model's solution is farther off), a model
+        solution corrected by the chain's error (:meth:`_closer_model_start`)
+        and Gauss-Newton steps with line search
+        (:func:`ik_node.core.local_ik.polish`); as the last resort the Jacobian
+        solver with restarts (unless ``rescue`` is False: the caller has other
+        starts to try).
+
+        Returns:
+            (q (7,), converged within the limits, position error m, orientation error rad).
+
+        """
+        assert self._polisher is not None
+        q = np.clip(q, self.model.lower, self.model.upper)
+        out, ok, r = self._levenberg_marquardt(target, q)
+        if ok:
+            return out, True, math.sqrt(r[0] ** 2 + r[1] ** 2 + r[2] ** 2), \
+                math.sqrt(r[3] ** 2 + r[4] ** 2 + r[5] ** 2)
+        for start in self._fallback_starts(target, q):
+            out, ok = local_ik.polish(self.chain, start, target, POLISH_TOL, NEWTON_ITERATIONS)
+            if ok:
+                break
+        if not ok and rescue:
+            res = self._rescuer.solve(target, out)
+            if res.success:
+                out, ok = local_ik.polish(self.chain, res.q, target, POLISH_TOL,
+                                          NEWTON_ITERATIONS)
+        pos, rot = self._errors(target, out)
+        return out, bool(ok and self.chain.within_limits(out)), pos, rot
+
+    def _levenberg_marquardt(self, target: FloatArray, q: FloatArray):
+        """Run the polisher's LM descent from q (7,); return (q, converged, residual (6,)).
+
+        Compiled, the descent kernel is called directly with the arguments
+        prepared once (JacobianIK._descend's wrapping costs as much as the
+        few iterations a polish needs).
+        """
+        polisher = self._polisher
+        assert polisher is not None
+        if self._lm_args is None:
+            out, ok, _, _, r = polisher._descend(target, q, q, math.inf)
+            return out, bool(ok), r
+        fk, lower, upper, w6, max_step = self._lm_args
+        target_r, target_p = split_pose(target)
+        assert polisher._jit is not None   # _lm_args are set for the compiled polisher only
+        out, ok, _, _, r = polisher._jit.descend(
+            fk, 7, lower, upper, target_r, target_p, q, q, True, True, w6, 0.0, max_step,
+            POLISH_ITERATIONS, POLISH_TOL, POLISH_TOL)
+        return out, bool(ok), r
+
+    def _fallback_starts(self, target: FloatArray, q: FloatArray):
+        """Yield starts (7,) for the Gauss-Newton polish when LM from the model's q failed.
+
+        First the model solved for a corrected target; then, for a stretched
+        elbow (where the reach's derivative in q4 vanishes, so no Newton step
+        can lengthen the arm), q with the elbow bent off the singularity by
+        ELBOW_NUDGES (rad), on the model's elbow side first.
+        """
+        yield self._closer_model_start(target, q)
+        side = 1.0 if q[3] >= 0.0 else -1.0
+        for bend in ELBOW_NUDGES:
+            for sign in (side, -side):
+                start = q.copy()
+                start[3] = sign * bend
+                yield np.clip(start, self.model.lower, self.model.upper)
+
+    def _closer_model_start(self, target: FloatArray, q: FloatArray) -> FloatArray:
+        """Return a model solution (7,) whose position on the true chain is nearer the target.
+
+        Near a stretched elbow the model's reach differs from the chain's by
+        about the deviation, and its solution can be centimetres off on the
+        chain. The model is solved again (same swivel and branch) for the
+        target moved by the chain's position error, MODEL_CORRECTIONS times.
+        """
+        psi, branch = self._reference(q)
+        signs = np.array(branch, dtype=np.float64)[None]
+        aim = target.copy()
+        for _ in range(MODEL_CORRECTIONS):
+            aim[:3, 3] += target[:3, 3] - self.chain.forward(q)[:3, 3]
+            q = self._solve_batch(aim[None], np.array([psi]), signs, q[None, 0], q[None, 4])[0]
+        return np.clip(q, self.model.lower, self.model.upper)
 
     # -- the kernels, with this backend's containers ------------------------------
 
@@ -313,6 +537,9 @@ class AnalyticSRS(IKSolver):
                                np.zeros(8), np.zeros(8))
         lo, hi = self.model.lower, self.model.upper
         keep = np.all((qs >= lo) & (qs <= hi), axis=1)
+        if self._polisher is not None:
+            for k in np.flatnonzero(keep):
+                qs[k], keep[k], _, _ = self._polish(target, qs[k])
         unique: List[FloatArray] = []
         for q in qs[keep]:
             if not any(np.allclose(q, other, atol=1e-9) for other in unique):
@@ -347,6 +574,9 @@ class AnalyticSRS(IKSolver):
         q = self._solve_batch(targets, psi, signs, np.zeros(n), np.zeros(n))
         valid = (np.abs(self._reach_gaps(targets)) <= REACH_TOL_M) & \
             np.all((q >= self.model.lower) & (q <= self.model.upper), axis=1)
+        if self._polisher is not None:
+            for k in range(n):
+                q[k], valid[k], _, _ = self._polish(targets[k], q[k])
         return q, valid
 
     def feasible_swivel(self, T_target, branch: Sequence[int]) -> List[Tuple[float, float]]:
@@ -489,6 +719,8 @@ class AnalyticSRS(IKSolver):
         if not found:
             q, reason = self._nearest_feasible(target, psi, order, preferred, q_ref, fb1, fb5)
             pos, rot = self._errors(target, q)
+        if self._polisher is not None:
+            return self._polished_result(target, q, reason, start, order, psi)
         if d > d_clamped + REACH_TOL_M:
             reason = (f'target out of reach: wrist centre {d:.4f} m from the shoulder, reach '
                       f'{d_clamped:.4f} m; the closest reachable wrist point is used')
@@ -501,6 +733,37 @@ class AnalyticSRS(IKSolver):
         return IKResult(q=q, success=success, position_error=pos, orientation_error=rot,
                         iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
                         reason=reason)
+
+    def _polished_result(self, target: FloatArray, q: FloatArray, reason: str,
+                         start: float, order: FloatArray, psi: float) -> IKResult:
+        """Return the IKResult of a near-SRS solve: the model's solution q (7,) polished.
+
+        The model's reach differs from the chain's by about the deviation, so
+        its verdict (out of reach, no branch within limits) stands only when
+        the polish does not converge.
+        """
+        polished, ok, pos, rot = self._polish(target, q)
+        if not ok:
+            # Offsets make the reach differ between branches: near full stretch
+            # the model's branch can fall just short on the chain while another
+            # reaches. The other branches at the same swivel, in order.
+            # Near full stretch the swivel is ill-defined: also the model solution's own.
+            angles = np.array([psi, self._reference(q)[0]]).repeat(8)
+            others = self._solve_batch(np.broadcast_to(target, (16, 4, 4)), angles,
+                                       np.concatenate((order, order)), np.full(16, q[0]),
+                                       np.full(16, q[4]))
+            for other in others:
+                if self.chain.within_limits(other) and np.max(np.abs(other - q)) > 1e-9:
+                    found = self._polish(target, other, rescue=False)
+                    if found[1]:
+                        polished, ok, pos, rot = found
+                        break
+        if not ok and not reason:
+            reason = (f'the near-SRS polish did not converge: residual {pos:.3g} m / '
+                      f'{rot:.3g} rad')
+        return IKResult(q=polished, success=ok, position_error=pos, orientation_error=rot,
+                        iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
+                        reason='' if ok else reason)
 
     def _check_pose(self, pose) -> FloatArray:
         """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""

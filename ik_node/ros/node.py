@@ -430,7 +430,8 @@ class IKNode(Node):
             self.feedback = Feedback(chain.joint_names)
             self._needs_sync = True
         self.get_logger().info(f'model: {chain.n} joints {chain.base_link} -> '
-                               f'{chain.tip_link}, solver {solver.name} ({solver.backend})')
+                               f'{chain.tip_link}, solver {solver.name} ({solver.backend})'
+                               + (f'; {solver.model_note}' if solver.model_note else ''))
         # Everything built so far lives as long as the node: keep it out of
         # the garbage collector's full passes (~40 ms each, measured).
         gc.freeze()
