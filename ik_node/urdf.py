@@ -24,7 +24,7 @@ import io
 import math
 import os
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from ik_node.core.chain import Chain, Joint, register_urdf_reader
 from ik_node.core.errors import ModelError
@@ -260,12 +260,55 @@ def bundled_urdf(name: str) -> str:
 
 
 def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:
-    """Read a URDF file (bounded read) and build the chain; see chain_from_urdf_string."""
+    """Read a URDF or xacro file (bounded read) and build the chain; see chain_from_urdf_string."""
     return chain_from_robot_text(read_urdf_file(path), base_link, tip_link)
 
 
-def read_urdf_file(path) -> str:
-    """Return a URDF file's text, read within MAX_URDF_BYTES (UrdfError with the reason)."""
+def read_urdf_file(path, xacro_arguments: Sequence[str] = ()) -> str:
+    """Return a robot description file's URDF text (UrdfError with the reason).
+
+    A ``.xacro`` file is expanded by the xacro package (``xacro_arguments``:
+    ``name:=value`` strings, as on xacro's command line); anything else is
+    read as URDF. Either text is read within MAX_URDF_BYTES, and the expanded
+    text is checked like any URDF (size, no DOCTYPE / ENTITY) before it is
+    parsed. Mesh file names (``package://``, ``file://``) are kept as text:
+    the kinematics never open them.
+    """
+    text = _read_text(path)
+    if not str(path).endswith('.xacro'):
+        if xacro_arguments:
+            raise UrdfError(f'URDF file {path}: xacro arguments given, but it is not a '
+                            '.xacro file')
+        return text
+    return _expand_xacro(path, text, xacro_arguments)
+
+
+def _expand_xacro(path, text: str, arguments: Sequence[str]) -> str:
+    """Run xacro on ``path`` (its text already read and checked here first); return URDF."""
+    _check_text(text)   # the top file: size, DOCTYPE (xacro's own parser is expat)
+    mappings = {}
+    for argument in arguments:
+        name, sep, value = str(argument).partition(':=')
+        if not sep or not name:
+            raise UrdfError(f'xacro argument {argument!r}: expected name:=value')
+        mappings[name] = value
+    try:
+        import xacro
+    except ImportError:
+        raise UrdfError(f'{path}: a .xacro file needs the xacro package (pip install xacro, or '
+                        'ros-<distro>-xacro)') from None
+    try:
+        doc = xacro.process_file(str(path), mappings=mappings)
+    except Exception as exc:  # noqa: B902 - xacro raises many kinds; each is a bad file
+        raise UrdfError(f'xacro {path}: {type(exc).__name__}: {exc}') from None
+    try:
+        return _check_text(doc.toxml())
+    except UrdfError as exc:
+        raise UrdfError(f'xacro {path} expanded to an unusable text: {exc}') from None
+
+
+def _read_text(path) -> str:
+    """Return a file's text, read within MAX_URDF_BYTES (UrdfError with the reason)."""
     try:
         size = os.path.getsize(path)
         if size > MAX_URDF_BYTES:

@@ -36,6 +36,7 @@ from ros_helpers import OutputDrain, unique_domain_id, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
+from test_urdf import XACRO
 
 pytestmark = pytest.mark.integration
 
@@ -403,3 +404,16 @@ def test_a_near_srs_description_gets_the_analytic_solver_and_says_so(tmp_path):
         assert node.stop() == 0
     log = node.output()
     assert 'solver analytic' in log and 'near-SRS arm' in log and 'deviation 0.' in log, log
+
+
+def test_a_xacro_description_with_arguments_is_loaded(tmp_path):
+    """urdf_path may be a .xacro file; xacro_arguments are passed as name:=value."""
+    path = tmp_path / 'two_link.urdf.xacro'
+    path.write_text(XACRO)
+    node = NodeUnderTest({'urdf_path': str(path), 'xacro_arguments': '["prefix:=left_"]',
+                          'base_link': 'left_base', 'tip_link': 'left_tool'})
+    try:
+        node.ready(60.0)
+        assert list(node.joints[-1].name) == ['left_shoulder', 'left_elbow']
+    finally:
+        assert node.stop() == 0

@@ -91,3 +91,84 @@ def test_unreadable_inputs():
     with pytest.raises(ModelError, match='expected text, received int'):
         Chain.from_urdf_string(42, 'a', 'b')
     assert issubclass(ik_node.urdf.UrdfError, IKError)
+
+
+# -- xacro files and mesh URIs ---------------------------------------------------------------
+
+XACRO = """<?xml version="1.0"?>
+<robot name="two_link" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:arg name="prefix" default=""/>
+  <xacro:property name="upper" value="0.4"/>
+  <xacro:property name="prefix" value="$(arg prefix)"/>
+  <xacro:macro name="link_with_mesh" params="name">
+    <link name="${prefix}${name}">
+      <visual><geometry>
+        <mesh filename="package://no_such_package/meshes/${name}.stl"/></geometry></visual>
+      <collision><geometry>
+        <mesh filename="file:///no/such/dir/${name}.dae"/></geometry></collision>
+    </link>
+  </xacro:macro>
+  <xacro:link_with_mesh name="base"/>
+  <xacro:link_with_mesh name="upper_arm"/>
+  <xacro:link_with_mesh name="tool"/>
+  <joint name="${prefix}shoulder" type="revolute">
+    <parent link="${prefix}base"/><child link="${prefix}upper_arm"/>
+    <origin xyz="0 0 0.1" rpy="0 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/>
+  </joint>
+  <joint name="${prefix}elbow" type="revolute">
+    <parent link="${prefix}upper_arm"/><child link="${prefix}tool"/>
+    <origin xyz="${upper} 0 0" rpy="0 ${pi / 2} 0"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/>
+  </joint>
+</robot>
+"""
+# The same arm written out by hand (no meshes).
+PLAIN = """<robot name="two_link">
+  <link name="base"/><link name="upper_arm"/><link name="tool"/>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper_arm"/>
+    <origin xyz="0 0 0.1" rpy="0 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper_arm"/><child link="tool"/>
+    <origin xyz="0.4 0 0" rpy="0 1.5707963267948966 0"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" velocity="1" effort="1"/></joint>
+</robot>
+"""
+
+
+def test_a_xacro_file_is_expanded_and_its_meshes_are_never_opened(tmp_path):
+    path = tmp_path / 'two_link.urdf.xacro'
+    path.write_text(XACRO)
+    chain = Chain.from_urdf_file(str(path), 'base', 'tool')
+    plain = Chain.from_urdf_string(PLAIN, 'base', 'tool')
+    assert chain.joint_names == ['shoulder', 'elbow']
+    for q in ([0.0, 0.0], [0.3, -1.1], [-1.7, 1.9]):
+        assert abs(chain.forward(q) - plain.forward(q)).max() < 1e-15
+    # Arguments as on xacro's command line.
+    text = ik_node.urdf.read_urdf_file(str(path), ['prefix:=left_'])
+    assert Chain.from_urdf_string(text, 'left_base', 'left_tool').joint_names == \
+        ['left_shoulder', 'left_elbow']
+    assert 'package://no_such_package/meshes/base.stl' in text   # kept as text, not fetched
+
+
+@pytest.mark.parametrize('edit, pattern', [
+    (('<robot name', '<!DOCTYPE robot [<!ENTITY x "y">]>\n<robot name'), 'DOCTYPE / ENTITY'),
+    (('${upper}', '${no_such_property}'), r'xacro .*two_link\.urdf\.xacro: .*no_such_property'),
+    (('</robot>', ''), r'xacro .*two_link\.urdf\.xacro: ExpatError'),
+])
+def test_a_bad_xacro_file_is_refused_with_the_reason(tmp_path, edit, pattern):
+    path = tmp_path / 'two_link.urdf.xacro'
+    assert edit[0] in XACRO
+    path.write_text(XACRO.replace(edit[0], edit[1], 1))
+    with pytest.raises(ModelError, match=pattern):
+        Chain.from_urdf_file(str(path), 'base', 'tool')
+
+
+def test_xacro_arguments_must_be_name_value_and_only_for_xacro_files(tmp_path):
+    xacro_file, urdf_file = tmp_path / 'a.xacro', tmp_path / 'a.urdf'
+    xacro_file.write_text(XACRO)
+    urdf_file.write_text(PLAIN)
+    with pytest.raises(ModelError, match="xacro argument 'prefix': expected name:=value"):
+        ik_node.urdf.read_urdf_file(str(xacro_file), ['prefix'])
+    with pytest.raises(ModelError, match='not a .xacro file'):
+        ik_node.urdf.read_urdf_file(str(urdf_file), ['prefix:=a'])

@@ -76,9 +76,9 @@ OUTPUTS = {
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
-FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'base_link', 'tip_link', 'publish_rate',
-                    'target_qos', 'target_queue_depth', 'initial_positions', 'feedback_topic',
-                    'command_output', 'command_topic', 'command_joint_order')
+FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
+                    'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
+                    'feedback_topic', 'command_output', 'command_topic', 'command_joint_order')
 # Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
 CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
                      'max_angular_speed': 'max_angular_speed',
@@ -232,7 +232,10 @@ class IKNode(Node):
     def _declare_parameters(self):
         self.declare_parameter('robot_description', '', _descriptor(
             'URDF text of the robot (else urdf_path, else the robot_description topic)'))
-        self.declare_parameter('urdf_path', '', _descriptor('path of a URDF file'))
+        self.declare_parameter('urdf_path', '', _descriptor(
+            'path of a URDF file, or of a .xacro file (expanded with xacro_arguments)'))
+        self.declare_parameter('xacro_arguments', Parameter.Type.STRING_ARRAY, _descriptor(
+            "arguments of a .xacro urdf_path, each 'name:=value'"))
         self.declare_parameter('base_link', '', _descriptor('first link of the IK chain'))
         self.declare_parameter('tip_link', '', _descriptor('link whose pose is controlled'))
         self.declare_parameter('solver', 'auto', _descriptor(
@@ -380,7 +383,8 @@ class IKNode(Node):
         if not base or not tip:
             raise StartupError('parameters base_link and tip_link must both be set')
         try:
-            self._use_model(text if text else read_urdf_file(path))
+            self._use_model(text if text else read_urdf_file(
+                path, self._value('xacro_arguments', {}) or ()))
         except IKError as exc:
             raise StartupError(f'robot model: {exc}') from None
 
