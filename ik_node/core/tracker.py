@@ -108,6 +108,10 @@ class TrackerConfig:
             max_joint_acceleration when not empty (URDFs carry none).
         ik_timeout: the numerical solver's budget per solve, seconds.
         twist_timeout: a twist older than this stops the arm (dead-man), s.
+        posture: preferred joint vector (n,), chain order, within the limits;
+            empty: none. A redundant arm drifts toward it in the null space
+            of its pose (MotionTracker._toward_posture).
+        posture_rate: the fastest that drift moves a joint, rad/s (m/s).
 
     """
 
@@ -118,6 +122,8 @@ class TrackerConfig:
     joint_acceleration_limits: Tuple[float, ...] = ()
     ik_timeout: float = 0.005
     twist_timeout: float = 0.2
+    posture: Tuple[float, ...] = ()
+    posture_rate: float = 0.25
 
     def check(self, n: Optional[int] = None) -> 'TrackerConfig':
         """Return self when every value is valid (for n joints, when given).
@@ -127,7 +133,7 @@ class TrackerConfig:
 
         """
         for name in ('max_linear_speed', 'max_angular_speed', 'max_joint_acceleration',
-                     'ik_timeout', 'twist_timeout'):
+                     'ik_timeout', 'twist_timeout', 'posture_rate'):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 < value < math.inf):
                 raise InvalidInputError(f'{name}: expected a finite number > 0, received '
@@ -139,6 +145,11 @@ class TrackerConfig:
         if limits and n is not None and len(limits) != n:
             raise InvalidInputError(f'joint_acceleration_limits: expected {n} values (one per '
                                     f'joint, chain order) or none, received {len(limits)}')
+        posture = self.posture
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in posture) or \
+                (posture and n is not None and len(posture) != n):
+            raise InvalidInputError(f'posture: expected {n or "n"} finite joint values (chain '
+                                    f'order) or none, received {list(posture)}')
         return self
 
     def accelerations(self, n: int) -> List[float]:
@@ -220,6 +231,8 @@ class MotionTracker:
         (compiled,) = load_compiled(backend, '_compiled')
         self._limits = limits if compiled is None else compiled.L
         self._a_max = np.array(self.config.accelerations(chain.n))
+        self._posture = self._posture_of(self.config)
+        self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
         self.reach = chain.reach_bound()
         self.stats = SolveStats()
         self.pole: Optional[FloatArray] = None
@@ -363,6 +376,13 @@ class MotionTracker:
         elif self.mode == 'twist':
             self._release()
 
+    def _posture_of(self, config: TrackerConfig) -> Optional[FloatArray]:
+        """Return the posture (n,) clipped into the limits; None without one or redundancy."""
+        if not config.posture or self.chain.n <= 6:
+            return None
+        return np.clip(np.array(config.posture, dtype=np.float64), self.chain.lower,
+                       self.chain.upper)
+
     def _pose_mode(self) -> str:
         return 'trajectory' if self.config.smoothing else 'direct'
 
@@ -388,6 +408,7 @@ class MotionTracker:
         config.check(self.chain.n)
         self.solver.set_budget(config.ik_timeout)
         self._a_max = np.array(config.accelerations(self.chain.n))
+        self._posture = self._posture_of(config)
         self.trajectory.max_linear_speed = config.max_linear_speed
         self.trajectory.max_angular_speed = config.max_angular_speed
         was_smooth, self.config = self.config.smoothing, config
@@ -534,7 +555,8 @@ class MotionTracker:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(_rotation9(s.quaternion), s.position), s.at_rest
         if not final:
-            return self._moving_goal(pose, reference, time - self.time)
+            return self._toward_posture(self._moving_goal(pose, reference, time - self.time),
+                                        pose, time - self.time)
         res = self._solve(pose, reference)
         if self.mode == 'direct' and self._target_unchecked:
             # The newest target solved from the current joints: that is the
@@ -546,7 +568,47 @@ class MotionTracker:
             # The arm got to the target after all: a reachability check that
             # ran out of budget from farther away is superseded by arrival.
             self.target_result = res
-        return self._goal_of(pose, res)
+        goal = self._goal_of(pose, res)
+        return self._toward_posture(goal, pose, time - self.time) if res.success else goal
+
+    def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
+        """Move a solution (n,) of ``pose`` toward the preferred posture, keeping the tip there.
+
+        Where the pose leaves freedom (more joints than the 6 a pose fixes), the
+        target does not say where the redundant joints go: after a singular
+        pass or an unreachable target the arm came back in another posture
+        (the iiwa's elbow swung by ~1 rad). The difference to
+        ``config.posture`` is projected onto the null space of the Jacobian
+        (I - J+ J), scaled to at most ``posture_rate`` x dt per joint, and the
+        tip's second-order drift removed by damped steps back onto the pose
+        (:func:`ik_node.core.local_ik.follow`). Not with a pole (it sets the
+        elbow), nor when the step would leave the limits or not return to the
+        pose: the goal is kept.
+        """
+        posture = self._posture
+        if posture is None or self.pole is not None or not dt > 0.0:
+            self._drift_speed = 0.0
+            return goal
+        jac = self.chain.jacobian(goal)
+        d = posture - goal
+        d -= np.linalg.pinv(jac, rcond=1e-10) @ (jac @ d)
+        largest = float(np.max(np.abs(d)))
+        # The drift's speed (of its fastest joint) ramps up and down at half the
+        # smallest acceleration limit: a goal moving that smoothly is followed
+        # exactly (feed-forward), so the commands stay on the pose too.
+        accel = 0.5 * float(np.min(self._a_max))
+        speed = min(self.config.posture_rate, self._drift_speed + accel * dt,
+                    math.sqrt(2.0 * accel * largest))
+        if largest <= ARRIVED or speed * dt <= ARRIVED:
+            self._drift_speed = 0.0
+            return goal
+        step = d * min(1.0, speed * dt / largest)
+        moved, _, converged = follow(self.chain, goal + step, pose, LOCAL_ITERATIONS)
+        if not converged or not self.chain.within_limits(goal + step):
+            self._drift_speed = 0.0
+            return goal
+        self._drift_speed = speed
+        return moved
 
     def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
         """Return True when every joint of q is LOCAL_HORIZON_STEPS steps of dt at full speed."""

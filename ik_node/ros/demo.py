@@ -61,6 +61,7 @@ class Demo(NodeProcess):
         super().__init__(['-p', f'urdf_path:={urdf}', '-p', 'base_link:=iiwa_link_0',
                           '-p', 'tip_link:=tool0', '-p', 'max_linear_speed:=0.4',
                           '-p', 'initial_positions:=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]',
+                          '-p', 'posture:=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]',
                           '--log-level', 'error'], domain, 'ik_demo')
         self.joints, self.status = [], {}
         self.node.create_subscription(JointState, 'joint_states', self._on_joints, 100)
@@ -93,6 +94,16 @@ class Demo(NodeProcess):
             self.spin(0.1)
         return time.monotonic() - start
 
+    def wait_still(self, timeout_s):
+        """Spin until the joints have not moved for 0.2 s (bounded); return the joints."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            recent = np.array([j[1] for j in self.joints[-20:]])
+            if len(recent) == 20 and float(np.ptp(recent, axis=0).max()) <= 1e-9:
+                break
+            self.spin(0.1)
+        return self.joints[-1][1].copy()
+
     def tip(self, q):
         """Tip position of q by forward kinematics."""
         return self.chain.forward(q)[:3, 3]
@@ -115,6 +126,7 @@ def run(args):
         demo.send(p0, q0)
         print('moving to the start of the figure-eight (smooth move timed by the speed limits)')
         demo.wait_for_tip(p0, 1e-4, 15.0)
+        posture_before = demo.wait_still(10.0)
         sent = [(time.monotonic(), p0, q0)]
         start = time.monotonic()
         last_print = 0.0
@@ -142,6 +154,7 @@ def run(args):
         demo.send(final_p, final_q)
         print('final reachable target: back to the start of the figure-eight')
         print(f'  arrived after {demo.wait_for_tip(final_p, 1e-5, 20.0):.1f} s')
+        posture_gap = float(np.max(np.abs(demo.wait_still(20.0) - posture_before)))
         final_err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p)
         code = demo.close()
     except KeyboardInterrupt:
@@ -160,12 +173,16 @@ def run(args):
           f'largest joint acceleration / limit: {accel_ratio:.2f}')
     print(f'  unreachable target reported in /diagnostics: {unreachable_reported}')
     print(f'  final tip error: {1000 * final_err:.3f} mm; node exit code: {code}')
+    came_back = 'the posture came back' if posture_gap <= 1e-3 else 'ANOTHER POSTURE'
+    print(f'  back at the start: joints within {posture_gap:.2g} rad of the first pass '
+          f'({came_back})')
     png = _plot(args.output, times, tips, np.array([s[1] for s in sent]), qs,
                 demo.chain.joint_names)
     print(f'  plot: {png}')
     # 1e-6: the rounding of positions differenced over ~10 ms (the limits are exact).
     within = speed_ratio <= 1.0 + 1e-6 and accel_ratio <= 1.0 + 1e-6
-    ok = finite and inside and within and unreachable_reported and final_err < 1e-3 and code == 0
+    ok = finite and inside and within and unreachable_reported and final_err < 1e-3 and \
+        code == 0 and posture_gap <= 1e-3
     return 0 if ok else 1
 
 

@@ -84,7 +84,8 @@ CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_s
                      'max_angular_speed': 'max_angular_speed',
                      'max_joint_acceleration': 'max_joint_acceleration',
                      'joint_acceleration_limits': 'joint_acceleration_limits',
-                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout'}
+                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout',
+                     'posture': 'posture', 'posture_rate': 'posture_rate'}
 
 
 class Feedback:
@@ -263,6 +264,11 @@ class IKNode(Node):
             'start joint vector in chain order (default: mid-limits)'))
         self.declare_parameter('ik_timeout', TrackerConfig.ik_timeout, _descriptor(
             'Jacobian solver budget per solve, s', 1e-4, 1.0))
+        self.declare_parameter('posture', Parameter.Type.DOUBLE_ARRAY, _descriptor(
+            'preferred joint vector, chain order: a redundant arm drifts toward it where the '
+            'target leaves freedom, keeping the tip (empty: none)'))
+        self.declare_parameter('posture_rate', TrackerConfig.posture_rate, _descriptor(
+            'fastest drift toward posture per joint, rad/s', 1e-3, 10.0))
         self.declare_parameter('twist_timeout', TrackerConfig.twist_timeout, _descriptor(
             '~/target_twist older than this stops the arm (dead-man), s', 1e-3, 10.0))
         self.declare_parameter('feedback_topic', '', _descriptor(
@@ -327,6 +333,7 @@ class IKNode(Node):
         changes = changes or {}
         values = {field: self._value(name, changes) for name, field in CONFIG_PARAMETERS.items()}
         values['joint_acceleration_limits'] = tuple(values['joint_acceleration_limits'] or ())
+        values['posture'] = tuple(values['posture'] or ())
         return TrackerConfig(**values)
 
     def _validate_parameters(self, params) -> SetParametersResult:
