@@ -250,6 +250,8 @@ def descend(fk, n, lower, upper, target_r, target_p, q0, q_ref, use_pos, use_ori
     r = np.empty(6)
     r_new = np.empty(6)
     q = q0.copy()
+    for i in range(q.shape[0]):   # from within the limits (callers' seeds usually are)
+        q[i] = min(max(q[i], lower[i]), upper[i])
     tip_r, tip_p = K.chain_frames(q, fk, frames)
     _residual(target_r, target_p, tip_r, tip_p, r)
     cost = _cost(r, use_pos, use_ori, w)

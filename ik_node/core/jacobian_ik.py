@@ -315,7 +315,7 @@ class JacobianIK(IKSolver):
                        deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
         """Run one attempt with numpy: the reference implementation (module docstring)."""
         chain = self.chain
-        q = q0.copy()
+        q = np.clip(q0, self._lower, self._upper)   # as the compiled twin
         frames, tip_p, r = self._evaluate(target_r, target_p, q)
         cost = self._cost(r)
         damping = DAMPING_START

@@ -71,8 +71,9 @@ NEAR_SRS_BOUND_M = 0.01
 # in at most this many Newton steps.
 POLISH_TOL = 1e-10
 POLISH_ITERATIONS = 50
-# Gauss-Newton steps of a fallback polish (it converges in a few or not at all).
-NEWTON_ITERATIONS = 15
+# Gauss-Newton steps of a fallback polish (a few; near a stretched elbow the error
+# is quadratic in q4 and each step only halves it).
+NEWTON_ITERATIONS = 60
 # Where the polish from the model's solution fails: the model is solved again
 # for targets corrected by the chain's position error, this many times.
 MODEL_CORRECTIONS = 3
@@ -405,8 +406,7 @@ class AnalyticSRS(IKSolver):
 
         """
         assert self._polisher is not None
-        q = np.clip(q, self.model.lower, self.model.upper)
-        out, ok, r = self._levenberg_marquardt(target, q)
+        out, ok, r = self._levenberg_marquardt(target, q)   # starts from q within the limits
         if ok:
             return out, True, math.sqrt(r[0] ** 2 + r[1] ** 2 + r[2] ** 2), \
                 math.sqrt(r[3] ** 2 + r[4] ** 2 + r[5] ** 2)
