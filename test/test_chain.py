@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = {
     'iiwa14': (ROOT / 'urdf' / 'iiwa14.urdf', 'iiwa_link_0', 'tool0'),
     'ur5e': (ROOT / 'urdf' / 'ur5e.urdf', 'base_link', 'tool0'),
+    'panda': (ROOT / 'urdf' / 'panda.urdf', 'panda_link0', 'tool0'),
+    'xarm7': (ROOT / 'urdf' / 'xarm7.urdf', 'link_base', 'tool0'),
 }
 
 # A small robot exercising every joint kind: prismatic, continuous, a mimic
@@ -148,6 +150,63 @@ def test_ur5e_urdf_matches_the_dh_table():
     for _ in range(200):
         q = random_q(chain, rng)
         np.testing.assert_allclose(chain.forward(q), ur5e_dh_forward(q), atol=1e-12)
+
+
+def modified_dh_forward(rows, q, flange):
+    """FK of Craig's modified DH rows (a_{i-1}, d_i, alpha_{i-1}), then Tz(flange)."""
+    t = np.eye(4)
+    for (a, d, alpha), angle in zip(rows, q):
+        ca, sa, ct, st_ = np.cos(alpha), np.sin(alpha), np.cos(angle), np.sin(angle)
+        t = t @ np.array([[ct, -st_, 0, a],
+                          [st_ * ca, ct * ca, -sa, -sa * d],
+                          [st_ * sa, ct * sa, ca, ca * d], [0, 0, 0, 1]])
+    return t @ np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, flange], [0, 0, 0, 1]])
+
+
+def standard_dh_forward(rows, q):
+    """FK of standard DH rows (d_i, a_i, alpha_i), no theta offsets."""
+    t = np.eye(4)
+    for (d, a, alpha), angle in zip(rows, q):
+        ct, st_, ca, sa = np.cos(angle), np.sin(angle), np.cos(alpha), np.sin(alpha)
+        t = t @ np.array([[ct, -st_ * ca, st_ * sa, a * ct],
+                          [st_, ct * ca, -ct * sa, a * st_],
+                          [0, sa, ca, d], [0, 0, 0, 1]])
+    return t
+
+
+# The makers' published tables (see the comment at the top of each URDF).
+PANDA_MDH = [(0, 0.333, 0), (0, 0, -np.pi / 2), (0, 0.316, np.pi / 2), (0.0825, 0, np.pi / 2),
+             (-0.0825, 0.384, -np.pi / 2), (0, 0, np.pi / 2), (0.088, 0, np.pi / 2)]
+XARM7_DH = [(0.267, 0, -np.pi / 2), (0, 0, np.pi / 2), (0.293, 0.0525, np.pi / 2),
+            (0, 0.0775, np.pi / 2), (0.3425, 0, np.pi / 2), (0, 0.076, -np.pi / 2),
+            (0.097, 0, 0)]
+
+
+@pytest.mark.parametrize('name, forward', [
+    ('panda', lambda q: modified_dh_forward(PANDA_MDH, q, 0.107)),
+    ('xarm7', lambda q: standard_dh_forward(XARM7_DH, q)),
+])
+def test_panda_and_xarm7_urdfs_match_the_makers_dh_tables(name, forward):
+    path, base, tip = ARMS[name]
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    assert chain.n == 7
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        q = random_q(chain, rng)
+        np.testing.assert_allclose(chain.forward(q), forward(q), atol=1e-12)
+
+
+def test_panda_and_xarm7_zero_poses_and_limits_are_the_published_ones():
+    panda = Chain.from_urdf_file(str(ARMS['panda'][0]), 'panda_link0', 'tool0')
+    # Flange at zero: (a4 + a5 + a7, 0, d1 + d3 + d5 - flange) = (0.088, 0, 0.926), pointing down.
+    np.testing.assert_allclose(panda.forward(np.zeros(7))[:3, 3], [0.088, 0, 0.926], atol=1e-12)
+    np.testing.assert_allclose(panda.lower, [-2.8973, -1.7628, -2.8973, -3.0718, -2.8973,
+                                             -0.0175, -2.8973])
+    np.testing.assert_allclose(panda.upper, [2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525,
+                                             2.8973])
+    xarm = Chain.from_urdf_file(str(ARMS['xarm7'][0]), 'link_base', 'tool0')
+    np.testing.assert_allclose(xarm.forward(np.zeros(7))[:3, 3], [0.206, 0, 0.1205], atol=1e-12)
+    np.testing.assert_allclose(np.degrees(xarm.velocity), [180.0] * 7, rtol=1e-6)
 
 
 @settings(max_examples=100)

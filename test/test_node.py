@@ -417,3 +417,32 @@ def test_a_xacro_description_with_arguments_is_loaded(tmp_path):
         assert list(node.joints[-1].name) == ['left_shoulder', 'left_elbow']
     finally:
         assert node.stop() == 0
+
+
+BUNDLED_ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml')
+                        if (ROOT / 'urdf' / f'{p.stem}.urdf').is_file())
+
+
+def test_every_bundled_robot_is_a_config_and_urdf_pair():
+    assert BUNDLED_ROBOTS == ['iiwa14', 'panda', 'ur5e', 'xarm7']
+
+
+@pytest.mark.parametrize('robot', BUNDLED_ROBOTS)
+def test_each_bundled_robot_config_starts_the_node_and_reaches_a_target(robot):
+    """What the launch file passes (config/<robot>.yaml, the URDF), here by parameters."""
+    import yaml
+    config = ROOT / 'config' / f'{robot}.yaml'
+    params = yaml.safe_load(config.read_text())['/**']['ros__parameters']
+    chain = Chain.from_urdf_file(str(ROOT / 'urdf' / f'{robot}.urdf'), params['base_link'],
+                                 params['tip_link'])
+    node = NodeUnderTest({'urdf_path': str(ROOT / 'urdf' / f'{robot}.urdf')},
+                         extra_args=['--params-file', str(config)])
+    try:
+        node.ready(60.0)
+        start = np.array(node.joints[-1].position)
+        if 'initial_positions' in params:
+            np.testing.assert_allclose(start, params['initial_positions'], atol=1e-9)
+        q_goal = np.clip(start + 0.2, chain.lower, chain.upper)
+        assert node.reaches(chain, q_goal, 60.0), node.joints[-1]
+    finally:
+        assert node.stop() == 0

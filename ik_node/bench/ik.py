@@ -40,6 +40,8 @@ SUCCESS_ORIENTATION_RAD = 1e-4
 BUNDLED = {
     'iiwa14': ('iiwa14.urdf', 'iiwa_link_0', 'tool0'),
     'ur5e': ('ur5e.urdf', 'base_link', 'tool0'),
+    'panda': ('panda.urdf', 'panda_link0', 'tool0'),
+    'xarm7': ('xarm7.urdf', 'link_base', 'tool0'),
 }
 
 
@@ -122,7 +124,8 @@ def run(args):
     if args.urdf:
         arms = {os.path.basename(args.urdf): (args.urdf, args.base, args.tip)}
     else:
-        arms = {name: (bundled_urdf(f), b, t) for name, (f, b, t) in BUNDLED.items()}
+        arms = {name: (bundled_urdf(f), b, t) for name, (f, b, t) in BUNDLED.items()
+                if name in args.arms}
     report = {'benchmark': 'ik', 'n': args.n, 'seed': args.seed, 'machine': machine_info(),
               'success_position_m': SUCCESS_POSITION_M,
               'success_orientation_rad': SUCCESS_ORIENTATION_RAD, 'results': []}
@@ -166,7 +169,9 @@ def run(args):
 def add_parser(subparsers):
     """Register the ``ik`` subcommand."""
     p = subparsers.add_parser('ik', help='JacobianIK success rate and time on URDF arms')
-    p.add_argument('--urdf', help='URDF file (default: every bundled arm)')
+    p.add_argument('--urdf', help='URDF file (default: the bundled arms of --arms)')
+    p.add_argument('--arms', nargs='+', choices=sorted(BUNDLED), default=sorted(BUNDLED),
+                   help='bundled arms to run (default all)')
     p.add_argument('--base', help='base link (with --urdf)')
     p.add_argument('--tip', help='tip link (with --urdf)')
     p.add_argument('-n', type=int, default=10_000, help='targets per arm (default 10000)')
