@@ -15,7 +15,7 @@
 """Bring up a bundled robot: robot_state_publisher, ik_node and (optionally) RViz.
 
 ik_node publishes joint_states itself, so no joint_state_publisher runs.
-Arguments: robot (iiwa14 or ur5e, a file pair urdf/<robot>.urdf and
+Arguments: robot (iiwa14, panda, ur5e or xarm7: a file pair urdf/<robot>.urdf and
 config/<robot>.yaml), rviz (true/false), namespace, params_file (more
 ik_node parameters, applied after the robot's: e.g.
 config/ros2_control/ik_node_ros2_control.yaml to read the robot's joint
@@ -93,7 +93,8 @@ def generate_launch_description():
     """Return the launch description (see the module docstring)."""
     return LaunchDescription([
         DeclareLaunchArgument('robot', default_value='iiwa14',
-                              description='bundled robot: iiwa14 (SRS, analytic) or ur5e'),
+                              description='bundled robot: iiwa14 (SRS, analytic), panda, ur5e or '
+                                          'xarm7'),
         DeclareLaunchArgument('rviz', default_value='true', description='start RViz'),
         DeclareLaunchArgument('namespace', default_value='', description='namespace'),
         DeclareLaunchArgument('params_file', default_value='',
