@@ -16,12 +16,12 @@
 
 import math
 from pathlib import Path
-from xml.etree import ElementTree
 
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import AnalyticSRS, Chain, InvalidInputError, JacobianIK, ModelError
+from ik_node.bench.analytic import offset_copy
 from ik_node.core import rotations as rot
 from ik_node.core.srs import BRANCHES
 import numpy as np
@@ -354,17 +354,7 @@ def test_holding_a_stretched_arm_does_not_chatter(backend):
 
 def offset_iiwa(millimetres, seed):
     """Return the bundled iiwa14 with joints 2-7 moved sideways by ``millimetres`` (random)."""
-    rng = np.random.default_rng(seed)
-    root = ElementTree.fromstring(IIWA.read_text())
-    for joint in root.iter('joint'):
-        if joint.get('type') != 'revolute' or joint.get('name') == 'iiwa_joint_1':
-            continue
-        origin = joint.find('origin')
-        xyz = np.array([float(v) for v in origin.get('xyz').split()])
-        side = rng.normal(size=2)
-        xyz[:2] += 1e-3 * millimetres * side / np.linalg.norm(side)
-        origin.set('xyz', ' '.join(repr(float(v)) for v in xyz))
-    text = ElementTree.tostring(root, encoding='unicode')
+    text = offset_copy(IIWA.read_text(), millimetres, seed)
     return Chain.from_urdf_string(text, 'iiwa_link_0', 'tool0')
 
 
