@@ -291,3 +291,19 @@ def descend(fk, n, lower, upper, target_r, target_p, q0, q_ref, use_pos, use_ori
                 cost > (1.0 - ref.STALL_FRACTION) * history[count - 1 - ref.STALL_WINDOW]:
             return q, _converged(r, use_pos, use_ori, pos_tol, ori_tol), cost, it + 1, r
     return q, _converged(r, use_pos, use_ori, pos_tol, ori_tol), cost, max_iterations, r
+
+
+@_jit
+def polish(fk, lower, upper, target, q0, w, max_step, max_iterations, tol):
+    """Run :func:`descend` from q0 to a 4x4 ``target`` array, without bias; (q, converged, r).
+
+    For the near-SRS polish: one compiled call with array arguments (the
+    rotation and position tuples are built here), as cheap to enter as the
+    closed form it follows.
+    """
+    target_r = (target[0, 0], target[0, 1], target[0, 2], target[1, 0], target[1, 1],
+                target[1, 2], target[2, 0], target[2, 1], target[2, 2])
+    target_p = (target[0, 3], target[1, 3], target[2, 3])
+    q, ok, _, _, r = descend(fk, q0.shape[0], lower, upper, target_r, target_p, q0, q0, True,
+                             True, w, 0.0, max_step, max_iterations, tol, tol)
+    return q, ok, r

@@ -47,7 +47,7 @@ from ik_node.core import kernels, local_ik, srs_kernels
 from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.jacobian_ik import JacobianIK, split_pose
+from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.kernels import ORTHONORMAL_TOL
 from ik_node.core.result import check_pose, IKResult, IKSolver
 import numpy as np
@@ -408,8 +408,9 @@ class AnalyticSRS(IKSolver):
         assert self._polisher is not None
         out, ok, r = self._levenberg_marquardt(target, q)   # starts from q within the limits
         if ok:
-            return out, True, math.sqrt(r[0] ** 2 + r[1] ** 2 + r[2] ** 2), \
-                math.sqrt(r[3] ** 2 + r[4] ** 2 + r[5] ** 2)
+            x, y, z, rx, ry, rz = r.tolist()
+            return out, True, math.sqrt(x * x + y * y + z * z), \
+                math.sqrt(rx * rx + ry * ry + rz * rz)
         for start in self._fallback_starts(target, q):
             out, ok = local_ik.polish(self.chain, start, target, POLISH_TOL, NEWTON_ITERATIONS)
             if ok:
@@ -435,11 +436,9 @@ class AnalyticSRS(IKSolver):
             out, ok, _, _, r = polisher._descend(target, q, q, math.inf)
             return out, bool(ok), r
         fk, lower, upper, w6, max_step = self._lm_args
-        target_r, target_p = split_pose(target)
         assert polisher._jit is not None   # _lm_args are set for the compiled polisher only
-        out, ok, _, _, r = polisher._jit.descend(
-            fk, 7, lower, upper, target_r, target_p, q, q, True, True, w6, 0.0, max_step,
-            POLISH_ITERATIONS, POLISH_TOL, POLISH_TOL)
+        out, ok, r = polisher._jit.polish(fk, lower, upper, target, q, w6, max_step,
+                                          POLISH_ITERATIONS, POLISH_TOL)
         return out, bool(ok), r
 
     def _fallback_starts(self, target: FloatArray, q: FloatArray):
