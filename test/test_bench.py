@@ -50,7 +50,12 @@ def test_ik_json_reports_every_arm_and_seed_mode(capsys):
     assert main(['ik', '--json', '-n', '5']) == 0
     report = json.loads(capsys.readouterr().out)
     rows = {(r['arm'], r['seed_mode']) for r in report['results']}
-    assert rows == {(a, m) for a in ('iiwa14', 'ur5e') for m in ('mid-limits', 'random')}
+    assert rows == {(a, m) for a in ('iiwa14', 'panda', 'ur5e', 'xarm7')
+                    for m in ('mid-limits', 'random')}
+    # --arms picks a subset.
+    assert main(['ik', '--json', '-n', '5', '--arms', 'xarm7']) == 0
+    subset = json.loads(capsys.readouterr().out)
+    assert {r['arm'] for r in subset['results']} == {'xarm7'}
     for row in report['results']:
         assert 0.0 <= row['success_rate'] <= 1.0
         assert 0 < row['median_s'] <= row['p95_s'] <= row['max_s']

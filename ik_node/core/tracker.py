@@ -70,6 +70,9 @@ FALLBACK_GAIN = 0.01
 # tick to tick, and chasing that kept the arm "moving" at ~1e-15 rad/s. Also
 # when a reset is over (with the joints at rest).
 ARRIVED = 1e-12
+# A sampled pose this close (m, rad) to the newest target is that target (the
+# trajectory's end key goes through a quaternion and back).
+ARRIVED_POSE = 1e-9
 # Solve times kept for the percentiles of the diagnostics.
 SOLVE_TIME_WINDOW = 1000
 
@@ -568,8 +571,23 @@ class MotionTracker:
             # The arm got to the target after all: a reachability check that
             # ran out of budget from farther away is superseded by arrival.
             self.target_result = res
+        elif not res.success and self._known_solution_of(pose):
+            # The solver missed from here (near a singular pose its budget can run
+            # out under load), but the target is known reachable: head for the
+            # solution the reachability check found. The arm must not settle
+            # short of a target it was told it can reach.
+            assert self.target_result is not None
+            res = self.target_result
         goal = self._goal_of(pose, res)
         return self._toward_posture(goal, pose, time - self.time) if res.success else goal
+
+    def _known_solution_of(self, pose: FloatArray) -> bool:
+        """Return True when ``pose`` is the newest target and its check found a solution."""
+        known = self.target_result
+        if known is None or not known.success or self._target_unchecked:
+            return False
+        pos, rot = pose_error(pose, self.target)
+        return pos <= ARRIVED_POSE and rot <= ARRIVED_POSE
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
         """Move a solution (n,) of ``pose`` toward the preferred posture, keeping the tip there.
