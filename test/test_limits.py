@@ -97,6 +97,13 @@ GOAL_SPEEDS = st.one_of(st.just([0.0, 0.0, 0.0]),
                         st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3))
 
 
+def planned_goal(where, speed, v_max, lower, upper):
+    """Goal (where: fractions of the limits, or around 0 if unbounded) and its velocity."""
+    goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
+            for lo, hi, f in zip(lower, upper, where)]
+    return goal, [f * vm for f, vm in zip(speed, v_max)]
+
+
 @BACKENDS
 @settings(max_examples=150)
 @given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
@@ -112,9 +119,7 @@ def test_every_step_respects_speed_acceleration_and_position_limits(
     v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
     for dt, where, speed in plan:
-        goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
-                for lo, hi, f in zip(lower, upper, where)]
-        goal_v = [f * vm for f, vm in zip(speed, v_max)]
+        goal, goal_v = planned_goal(where, speed, v_max, lower, upper)
         q2, v2 = step(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
         check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
         q, v = q2, v2
@@ -230,9 +235,7 @@ def test_compiled_and_interpreted_steps_agree(bounds, start, plan):
     v_max, a_max, lower, upper = bounds
     q, v = inside(lower, upper, start), [0.0, 0.0, 0.0]
     for dt, where, speed in plan:
-        goal = [lo + f * (hi - lo) if math.isfinite(lo) else 3.0 * (f - 0.5)
-                for lo, hi, f in zip(lower, upper, where)]
-        goal_v = [f * vm for f, vm in zip(speed, v_max)]
+        goal, goal_v = planned_goal(where, speed, v_max, lower, upper)
         a = step_on('numpy')(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
         b = step_on('numba')(q, v, goal, dt, v_max, a_max, lower, upper, goal_v)
         np.testing.assert_allclose(b[0], a[0], rtol=0, atol=1e-15)
