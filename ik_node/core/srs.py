@@ -79,6 +79,13 @@ NEWTON_ITERATIONS = 60
 MODEL_CORRECTIONS = 3
 # Elbow angles (rad) to restart the polish from, off a stretched elbow.
 ELBOW_NUDGES = (0.05, 0.15)
+# Swivel angles of the sweep that restarts the polish near a stretched elbow
+# (where the chain reaches over a narrow band of swivel angles only).
+SWEEP_ANGLES = 24
+# ... and model solutions beyond a limit by at most this (rad) are clipped in
+# and polished (the chain's solutions differ from the model's by ~deviation /
+# link length, a few 0.01 rad).
+SWEEP_LIMIT_MARGIN = 0.1
 # ... and if that fails too (a few in 10^4 poses, all near a stretched elbow),
 # the Jacobian solver with restarts (to its default 1e-6), from the polish's
 # best, for at most this long (s), then the Gauss-Newton polish again.
@@ -149,17 +156,20 @@ class SRSModel:
     reach_high: float
 
 
-def _zero_geometry(chain: Chain) -> Tuple[FloatArray, FloatArray, FloatArray]:
+def _zero_geometry(chain: Chain, kind: str = 'an SRS arm'
+                   ) -> Tuple[FloatArray, FloatArray, FloatArray]:
     """World axes (7, 3), points on them (7, 3) and the tip pose (4, 4) at q = 0.
+
+    ``kind`` names the class of arm in the error messages.
 
     Raises:
         ModelError: not 7 revolute joints (no prismatic or mimic joints).
 
     """
     if chain.n != 7:
-        raise ModelError(f'not an SRS arm: {chain.n} free joints, an SRS arm has 7')
+        raise ModelError(f'not {kind}: {chain.n} free joints, {kind} has 7')
     if chain._has_prismatic or not chain._identity_map or chain._axis.shape[0] != 7:
-        raise ModelError('not an SRS arm: needs 7 revolute joints, no prismatic or mimic joints')
+        raise ModelError(f'not {kind}: needs 7 revolute joints, no prismatic or mimic joints')
     rows, tip_r, tip_p = chain.frames([0.0] * 7)
     frames = np.array(rows)
     axes = np.einsum('jab,jb->ja', frames[:, :9].reshape(7, 3, 3), chain._axis)
@@ -216,48 +226,61 @@ def nearest_srs_model(chain: Chain) -> Tuple[SRSModel, float]:
     return model, max(miss_s, miss_w, abs(shift))
 
 
+def _meeting_point(axes: FloatArray, points: FloatArray, joints: Sequence[int], label: str,
+                   kind: str) -> FloatArray:
+    """Point (3,) where the axes of ``joints`` (2 or 3 indices) meet; ModelError if they miss.
+
+    ``label`` names the group (shoulder, wrist), ``kind`` the class of arm, in the message.
+    """
+    i, j = joints[0], joints[1]
+    names = f'{joints[0] + 1}-{joints[-1] + 1}'
+    try:
+        gap, point = _line_gap(points[i], axes[i], points[j], axes[j])
+    except ModelError:
+        raise ModelError(f'not {kind}: axes of joints {i + 1} and {j + 1} are parallel, so the '
+                         f'{label} joints do not meet in one point') from None
+    for k in joints[2:]:
+        gap = max(gap, _point_line_distance(point, points[k], axes[k]))
+    if gap > MEET_TOL_M:
+        raise ModelError(f'not {kind}: axes of joints {names} ({label}) miss each other by '
+                         f'{gap:.3g} m (tolerance {MEET_TOL_M:g} m)')
+    return point
+
+
 def srs_model(chain: Chain) -> SRSModel:
     """Recognise an exact SRS arm in ``chain``; raise ModelError saying which condition fails."""
     axes, points, tip = _zero_geometry(chain)
+    shoulder = _meeting_point(axes, points, (0, 1, 2), 'shoulder', 'an SRS arm')
+    wrist = _meeting_point(axes, points, (4, 5, 6), 'wrist', 'an SRS arm')
+    _check_planar_elbow(axes, points, shoulder, wrist, 'an SRS arm')
+    return _model_of(chain, axes, points, tip, shoulder, wrist)
 
-    def meeting_point(i, j, k, label):
-        try:
-            gap_ij, point = _line_gap(points[i], axes[i], points[j], axes[j])
-        except ModelError:
-            raise ModelError(f'not an SRS arm: axes of joints {i + 1} and {j + 1} are parallel, '
-                             f'so the {label} joints do not meet in one point') from None
-        gap_k = _point_line_distance(point, points[k], axes[k])
-        miss = max(gap_ij, gap_k)
-        if miss > MEET_TOL_M:
-            raise ModelError(f'not an SRS arm: axes of joints {i + 1}-{k + 1} ({label}) miss each '
-                             f'other by {miss:.3g} m (tolerance {MEET_TOL_M:g} m)')
-        return point
 
-    shoulder = meeting_point(0, 1, 2, 'shoulder')
-    wrist = meeting_point(4, 5, 6, 'wrist')
+def _check_planar_elbow(axes: FloatArray, points: FloatArray, shoulder: FloatArray,
+                        wrist: FloatArray, kind: str) -> None:
+    """Raise ModelError unless shoulder and wrist (3,) project onto axis 4 at one point."""
     w4, p4 = axes[3], points[3]
     s_along = float(np.dot(shoulder - p4, w4))
     w_along = float(np.dot(wrist - p4, w4))
     if abs(s_along - w_along) > MEET_TOL_M:
-        raise ModelError(f'not an SRS arm: the shoulder and wrist points project onto the elbow '
+        raise ModelError(f'not {kind}: the shoulder and wrist points project onto the elbow '
                          f'axis (joint 4) {abs(s_along - w_along):.3g} m apart, so the elbow does '
                          'not bend in one plane')
-    return _model_of(chain, axes, points, tip, shoulder, wrist)
 
 
 def _model_of(chain: Chain, axes: FloatArray, points: FloatArray, tip: FloatArray,
-              shoulder: FloatArray, wrist: FloatArray) -> SRSModel:
+              shoulder: FloatArray, wrist: FloatArray, kind: str = 'an SRS arm') -> SRSModel:
     """Build the SRSModel of shoulder, wrist points (3,), elbow on axis 4 (ModelError if bad)."""
     w4, p4 = axes[3], points[3]
     elbow = p4 + float(np.dot(shoulder - p4, w4)) * w4
     upper_arm = float(np.linalg.norm(elbow - shoulder))
     forearm = float(np.linalg.norm(wrist - elbow))
     if upper_arm < MEET_TOL_M or forearm < MEET_TOL_M:
-        raise ModelError('not an SRS arm: the elbow axis passes through the shoulder or wrist '
+        raise ModelError(f'not {kind}: the elbow axis passes through the shoulder or wrist '
                          'point (zero-length upper arm or forearm)')
     if np.linalg.norm(np.cross(axes[0], axes[1])) < PARALLEL_SIN or \
             np.linalg.norm(np.cross(axes[4], axes[5])) < PARALLEL_SIN:
-        raise ModelError('not an SRS arm: consecutive spherical-joint axes are parallel')
+        raise ModelError(f'not {kind}: consecutive shoulder or wrist axes are parallel')
     reach_low, reach_high = _reach_range(elbow - shoulder, wrist - elbow, w4,
                                          chain.lower[3], chain.upper[3])
     return SRSModel(axes=axes, shoulder=shoulder, elbow0=elbow, wrist0=wrist,
@@ -388,8 +411,7 @@ class AnalyticSRS(IKSolver):
                                  f'{near_bound:g} m') from None
             return cls(chain, model, backend, deviation=deviation)
 
-    def _polish(self, target: FloatArray, q: FloatArray,
-                rescue: bool = True) -> Tuple[FloatArray, bool, float, float]:
+    def _polish(self, target: FloatArray, q: FloatArray) -> Tuple[FloatArray, bool, float, float]:
         """Polish a model solution q (7,) on the true chain.
 
         Compiled Levenberg-Marquardt steps first (a few suffice from a model
@@ -398,8 +420,7 @@ class AnalyticSRS(IKSolver):
         solution corrected by the chain's error (:meth:`_closer_model_start`)
         and Gauss-Newton steps with line search
         (:func:`ik_node.core.local_ik.polish`); as the last resort the Jacobian
-        solver with restarts (unless ``rescue`` is False: the caller has other
-        starts to try).
+        solver with restarts.
 
         Returns:
             (q (7,), converged within the limits, position error m, orientation error rad).
@@ -415,7 +436,7 @@ class AnalyticSRS(IKSolver):
             out, ok = local_ik.polish(self.chain, start, target, POLISH_TOL, NEWTON_ITERATIONS)
             if ok:
                 break
-        if not ok and rescue:
+        if not ok:
             res = self._rescuer.solve(target, out)
             if res.success:
                 out, ok = local_ik.polish(self.chain, res.q, target, POLISH_TOL,
@@ -719,7 +740,10 @@ class AnalyticSRS(IKSolver):
             q, reason = self._nearest_feasible(target, psi, order, preferred, q_ref, fb1, fb5)
             pos, rot = self._errors(target, q)
         if self._polisher is not None:
-            return self._polished_result(target, q, reason, start, order, psi)
+            # The model's solutions over many swivel angles are restarts
+            # wherever the target may be within the chain's reach.
+            sweep = bool(reason) or d - d_clamped <= 2.0 * self.deviation
+            return self._polished_result(target, q, reason, start, order, psi, sweep)
         if d > d_clamped + REACH_TOL_M:
             reason = (f'target out of reach: wrist centre {d:.4f} m from the shoulder, reach '
                       f'{d_clamped:.4f} m; the closest reachable wrist point is used')
@@ -734,35 +758,71 @@ class AnalyticSRS(IKSolver):
                         reason=reason)
 
     def _polished_result(self, target: FloatArray, q: FloatArray, reason: str,
-                         start: float, order: FloatArray, psi: float) -> IKResult:
+                         start: float, order: FloatArray, psi: float,
+                         sweep: bool) -> IKResult:
         """Return the IKResult of a near-SRS solve: the model's solution q (7,) polished.
 
         The model's reach differs from the chain's by about the deviation, so
         its verdict (out of reach, no branch within limits) stands only when
-        the polish does not converge.
+        the polish does not converge. When LM from q fails (about 1 pose in
+        10^4), LM from the model's other branches (offsets make the chain's
+        limits and reach differ between branches); with ``sweep`` (the
+        target possibly within the chain's reach) over a sweep of swivel
+        angles too (:meth:`_other_starts`): within ~0.01 rad of a stretched
+        elbow the swivel is ill-defined and the chain reaches over a narrow
+        band of swivel angles only, and near a limit the chain's solution
+        can need another swivel than the model's. Then the Gauss-Newton
+        fallbacks and the rescue of :meth:`_polish`.
         """
-        polished, ok, pos, rot = self._polish(target, q)
+        polished, ok, residual = self._levenberg_marquardt(target, q)
         if not ok:
-            # Offsets make the reach differ between branches: near full stretch
-            # the model's branch can fall just short on the chain while another
-            # reaches. The other branches at the same swivel, in order.
-            # Near full stretch the swivel is ill-defined: also the model solution's own.
-            angles = np.array([psi, self._reference(q)[0]]).repeat(8)
-            others = self._solve_batch(np.broadcast_to(target, (16, 4, 4)), angles,
-                                       np.concatenate((order, order)), np.full(16, q[0]),
-                                       np.full(16, q[4]))
-            for other in others:
-                if self.chain.within_limits(other) and np.max(np.abs(other - q)) > 1e-9:
-                    found = self._polish(target, other, rescue=False)
-                    if found[1]:
-                        polished, ok, pos, rot = found
-                        break
+            for other in self._other_starts(target, q, order, psi, sweep):
+                polished, ok, residual = self._levenberg_marquardt(target, other)
+                if ok:
+                    break
+        if ok:
+            x, y, z, rx, ry, rz = residual.tolist()
+            pos, rot = math.sqrt(x * x + y * y + z * z), math.sqrt(rx * rx + ry * ry + rz * rz)
+        else:
+            polished, ok, pos, rot = self._polish(target, q)
         if not ok and not reason:
             reason = (f'the near-SRS polish did not converge: residual {pos:.3g} m / '
                       f'{rot:.3g} rad')
         return IKResult(q=polished, success=ok, position_error=pos, orientation_error=rot,
                         iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
                         reason='' if ok else reason)
+
+    def _other_starts(self, target: FloatArray, q: FloatArray, order: FloatArray,
+                      psi: float, sweep: bool):
+        """Yield model solutions (7,) to polish from, after q failed.
+
+        Every branch (in ``order``) at the requested swivel psi and at q's own
+        swivel; with ``sweep`` also at SWEEP_ANGLES swivel angles spread
+        around psi, nearest first, each start also with its elbow bent
+        ELBOW_NUDGES[0] off the stretch (where no Newton step can lengthen the
+        arm). Starts are clipped into the limits (skipped when beyond them by
+        more than SWEEP_LIMIT_MARGIN).
+        """
+        angles = np.array([psi, self._reference(q)[0]])
+        if sweep:
+            steps = np.arange(1, SWEEP_ANGLES // 2 + 1) * (2.0 * np.pi / SWEEP_ANGLES)
+            around = np.stack((steps, -steps), axis=1).ravel()[:SWEEP_ANGLES - 1]
+            angles = np.concatenate((angles, psi + around))
+        count = angles.size * len(order)
+        starts = self._solve_batch(np.broadcast_to(target, (count, 4, 4)),
+                                   angles.repeat(len(order)), np.tile(order, (angles.size, 1)),
+                                   np.full(count, q[0]), np.full(count, q[4]))
+        lo, hi = self.model.lower, self.model.upper
+        beyond = np.max(np.maximum(lo - starts, starts - hi), axis=1)
+        for start in np.clip(starts[beyond <= SWEEP_LIMIT_MARGIN], lo, hi):
+            if np.max(np.abs(start - q)) <= 1e-9:
+                continue
+            yield start
+            if not sweep:
+                continue
+            bent = start.copy()
+            bent[3] = math.copysign(ELBOW_NUDGES[0], start[3])
+            yield np.clip(bent, lo, hi)
 
     def _check_pose(self, pose) -> FloatArray:
         """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
