@@ -36,7 +36,7 @@ from ik_node.core.kernels import add3, chain_frames, cross3, DEGENERATE, dot3, m
 
 # Below this length a projection onto the plane normal to an axis has no
 # direction (subproblem 1 then returns its fallback angle).
-SP1_DEGENERATE = 1e-9
+SP1_DEGENERATE = 1e-12
 # Below this |w3 x w1| the helper vector for the third angle is built from w2.
 HELPER_PARALLEL = 1e-6
 # Below this |(a x c3) . w4| the elbow triangle is flat (stretched or folded):
@@ -44,6 +44,13 @@ HELPER_PARALLEL = 1e-6
 FLAT_TRIANGLE = 1e-12
 # An elbow angle this close beyond its limit (rounding) is put on the limit.
 LIMIT_SNAP = 1e-9
+# Below this |t2| (rad; where subproblem 1 falls back) the first and third
+# angles of a spherical joint whose first and third axes are in line are one
+# degree of freedom (spherical_within).
+SINGULAR_SPLIT = 1e-12
+# Any angle this close beyond its limit (rounding of a solution at the limit,
+# rad) is put on the limit.
+ROUNDING_SNAP = 1e-12
 # Below this the swivel basis falls back to the second joint's axis (the
 # shoulder-wrist line is along the first joint's axis).
 ON_FIRST_AXIS = 1e-9
@@ -101,6 +108,25 @@ def spherical(w1, w2, w3, rotation, sign, fallback1):
                             rodrigues(w2[0], w2[1], w2[2], t2)), mat_vec(rotation, x))
     t3 = sp1(w3, x, rest, 0.0)
     return t1, t2, t3
+
+
+def spherical_within(w1, w2, w3, rotation, sign, fallback1, lower, upper, first):
+    """spherical, with the split of a singular middle joint moved toward the limits.
+
+    At t2 = 0 with w3 = +-w1 only t1 +- t3 is fixed and spherical returns
+    t1 = fallback1; when that leaves t3 beyond its limits (even shifted by
+    2 pi), t3 goes to its nearest limit and t1 takes up the rest (the
+    rotation is unchanged). ``lower`` / ``upper`` are the 7 limits, ``first``
+    the index of t1 (0 for a shoulder, 4 for a wrist).
+    """
+    t1, t2, t3 = spherical(w1, w2, w3, rotation, sign, fallback1)
+    c13 = dot3(w1, w3)
+    if abs(t2) > SINGULAR_SPLIT or abs(abs(c13) - 1.0) > SINGULAR_SPLIT:
+        return t1, t2, t3
+    lo3, hi3 = lower[first + 2], upper[first + 2]
+    t3 = _into_range(t3, lo3, hi3)
+    t3_in = min(max(t3, lo3), hi3)
+    return t1 + c13 * (t3 - t3_in), t2, t3_in
 
 
 def frame_of(x, y):
@@ -170,8 +196,16 @@ def elbow_part(elbow_sign, d, u, radial, target_r, m):
 
 
 def _into_range(v, lo, hi):
-    """Shift the angle v by 2 pi k into [lo, hi] where possible, else return it unchanged."""
+    """Shift the angle v by 2 pi k into [lo, hi] where possible, else return it unchanged.
+
+    An angle beyond a limit by at most ROUNDING_SNAP (a solution exactly at a
+    limit, computed) is put on the limit.
+    """
     if v < lo or v > hi:
+        if lo - ROUNDING_SNAP <= v < lo:
+            return lo
+        if hi < v <= hi + ROUNDING_SNAP:
+            return hi
         for shift in (2.0 * math.pi, -2.0 * math.pi):
             moved = v + shift
             if lo <= moved <= hi:
@@ -207,10 +241,11 @@ def all_branches(target_r, target_p, psi, fallback1, fallback5, m, out):
     w5, w6, w7 = vec3(axes[4]), vec3(axes[5]), vec3(axes[6])
     for ei in range(2):
         q4, r03, r_wrist = elbow_part(1.0 - 2.0 * ei, d, u, radial, target_r, m)
-        wrist_up = spherical(w5, w6, w7, r_wrist, 1.0, fallback5)
-        wrist_down = spherical(w5, w6, w7, r_wrist, -1.0, fallback5)
+        wrist_up = spherical_within(w5, w6, w7, r_wrist, 1.0, fallback5, lower, upper, 4)
+        wrist_down = spherical_within(w5, w6, w7, r_wrist, -1.0, fallback5, lower, upper, 4)
         for si in range(2):
-            q1, q2, q3 = spherical(w1, w2, w3, r03, 1.0 - 2.0 * si, fallback1)
+            q1, q2, q3 = spherical_within(w1, w2, w3, r03, 1.0 - 2.0 * si, fallback1, lower,
+                                          upper, 0)
             for wi in range(2):
                 q5, q6, q7 = wrist_up if wi == 0 else wrist_down
                 out[4 * ei + 2 * si + wi] = into_limits((q1, q2, q3, q4, q5, q6, q7), lower,
@@ -223,10 +258,10 @@ def solve_one(target_r, target_p, psi, elbow_sign, shoulder_sign, wrist_sign, fa
     axes, lower, upper = m[0], m[11], m[12]
     u, _, d = wrist_geometry(target_r, target_p, m)
     q4, r03, r_wrist = elbow_part(elbow_sign, d, u, _radial(psi, u, m), target_r, m)
-    q1, q2, q3 = spherical(vec3(axes[0]), vec3(axes[1]), vec3(axes[2]), r03, shoulder_sign,
-                           fallback1)
-    q5, q6, q7 = spherical(vec3(axes[4]), vec3(axes[5]), vec3(axes[6]), r_wrist, wrist_sign,
-                           fallback5)
+    q1, q2, q3 = spherical_within(vec3(axes[0]), vec3(axes[1]), vec3(axes[2]), r03,
+                                  shoulder_sign, fallback1, lower, upper, 0)
+    q5, q6, q7 = spherical_within(vec3(axes[4]), vec3(axes[5]), vec3(axes[6]), r_wrist,
+                                  wrist_sign, fallback5, lower, upper, 4)
     return into_limits((q1, q2, q3, q4, q5, q6, q7), lower, upper)
 
 
