@@ -28,7 +28,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain, InvalidInputError, JacobianIK
-from ik_node.core import _compiled, kernels, srs_kernels
+from ik_node.core import _compiled, kernels, offset_kernels, srs_kernels
 from ik_node.core import _jit_ik as jit
 from ik_node.core import jacobian_ik as jik
 import numpy as np
@@ -42,7 +42,8 @@ CORE = Path(jik.__file__).parent
 
 
 def test_every_kernel_has_a_compiled_twin_of_the_same_code():
-    for module, space in ((kernels, _compiled.K), (srs_kernels, _compiled.S)):
+    for module, space in ((kernels, _compiled.K), (srs_kernels, _compiled.S),
+                          (offset_kernels, _compiled.OW)):
         functions = {n: f for n, f in vars(module).items()
                      if isinstance(f, types.FunctionType) and f.__module__ == module.__name__}
         assert len(functions) >= 10
@@ -51,7 +52,7 @@ def test_every_kernel_has_a_compiled_twin_of_the_same_code():
 
 
 def test_compiled_modules_retype_no_constant_and_redefine_no_kernel():
-    kernel_names = {n for m in (kernels, srs_kernels) for n, f in vars(m).items()
+    kernel_names = {n for m in (kernels, srs_kernels, offset_kernels) for n, f in vars(m).items()
                     if isinstance(f, types.FunctionType)}
     for path in sorted(CORE.glob('_jit_*.py')):
         tree = ast.parse(path.read_text())

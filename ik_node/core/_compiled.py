@@ -24,10 +24,10 @@ reads global numbers at compile time. Imported only when numba is installed.
 
 import types
 
-from ik_node.core import kernels, limits, srs_kernels
+from ik_node.core import kernels, limits, offset_kernels, srs_kernels
 import numba
 
-KERNEL_MODULES = (kernels, limits, srs_kernels)
+KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
 
 _jit = numba.njit(cache=True, nogil=True)
 
@@ -68,5 +68,7 @@ _SPACES = _compile_all(KERNEL_MODULES)
 K = _SPACES[kernels.__name__]
 #: srs_kernels.py compiled, function by function (same names).
 S = _SPACES[srs_kernels.__name__]
+#: offset_kernels.py compiled, function by function (same names).
+OW = _SPACES[offset_kernels.__name__]
 #: limits.py compiled, function by function (same names).
 L = _SPACES[limits.__name__]

@@ -23,6 +23,7 @@ from typing import Optional
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.jacobian_ik import JacobianIK
+from ik_node.core.offset_wrist import AnalyticOffsetWrist
 from ik_node.core.result import IKSolver
 from ik_node.core.srs import AnalyticSRS
 
@@ -35,16 +36,17 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
 
     Args:
         chain: the chain.
-        name: 'analytic' (a 7-DoF SRS or near-SRS arm; ModelError otherwise),
-            'jacobian' (any chain) or 'auto' (analytic when the chain is SRS or
-            near-SRS, else jacobian, the reason in its ``model_note``).
+        name: 'analytic' (a closed form: a 7-DoF SRS, offset-wrist or near-SRS
+            arm; ModelError otherwise), 'jacobian' (any chain) or 'auto'
+            (analytic when the chain has one, else jacobian, the reasons in
+            its ``model_note``).
         budget_s: the Jacobian solver's budget per solve, seconds (None: its
             backend's default).
         backend: 'auto', 'numpy' or 'numba'.
 
     Raises:
         InvalidInputError: an unknown name.
-        ModelError: 'analytic' for a chain that is not SRS (the reason says why).
+        ModelError: 'analytic' for a chain with no closed form (the reasons say why).
 
     """
     if name not in SOLVER_NAMES:
@@ -53,7 +55,7 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
     why = ''
     if name in ('auto', 'analytic'):
         try:
-            return AnalyticSRS.from_chain(chain, backend=backend)
+            return analytic_solver(chain, backend)
         except ModelError as exc:
             if name == 'analytic':
                 raise
@@ -62,3 +64,26 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
     if why:
         solver.model_note = f'not solved in closed form: {why}'
     return solver
+
+
+def analytic_solver(chain: Chain, backend: str = 'auto') -> IKSolver:
+    """Return the closed-form solver of ``chain``: exact SRS, offset-wrist, then near-SRS.
+
+    An exact closed form goes before the near-SRS model (which polishes every
+    solution on the chain).
+
+    Raises:
+        ModelError: none applies; the message gives each class's reason.
+
+    """
+    builders = (lambda: AnalyticSRS.from_chain(chain, backend=backend, near_bound=0.0),
+                lambda: AnalyticOffsetWrist.from_chain(chain, backend=backend),
+                lambda: AnalyticSRS.from_chain(chain, backend=backend))
+    reasons = []
+    for build in builders:
+        try:
+            return build()
+        except ModelError as exc:
+            reasons.append(str(exc))
+    # The near-SRS reason repeats the exact one and adds the deviation.
+    raise ModelError(f'{reasons[2]}; {reasons[1]}')
