@@ -64,11 +64,18 @@ BISECTION_STEPS = 40
 REFINE_JUMP = 0.1
 REFINE_SPLIT = 8
 REFINE_LEVELS = 4
+# The nearest feasible q7 without a preferred branch: the grid is searched
+# outward from the wanted q7 in chunks of this many points.
+SEARCH_CHUNK = 32
 # Where q7 is searched (limits, swivel), a branch counts as reaching the pose
 # only with no gap at all (offset_kernels.solve_one), so that an edge found by
 # bisection is exact; a given q7 is accepted with a gap up to REACH_TOL_M
 # (a target built at full stretch computes as out of reach by rounding).
 SEARCH_GAP = 0.0
+# With a reference, a wanted swivel is first searched within this window of
+# q7 (rad) around the reference's, on this many points.
+LOCAL_WINDOW = 0.25
+LOCAL_GRID = 24
 # At most this many q7 values (per wanted swivel) come back from the search.
 MAX_SWIVEL_ROOTS = 32
 
@@ -425,9 +432,23 @@ class AnalyticOffsetWrist(IKSolver):
             if p.shape != (3,) or not np.all(np.isfinite(p)):
                 raise InvalidInputError(f'pole: expected a finite point (3,), received {pole!r}')
             psi, use_pole = 0.0, True
+        lo7, hi7 = self._grid[0], self._grid[-1]
+        if q_ref is not None:
+            # Tracking: the wanted swivel near the reference's q7 first (cheap, and
+            # the continuous choice), the whole range only when none is there.
+            near = np.linspace(max(lo7, q_ref[6] - LOCAL_WINDOW),
+                               min(hi7, q_ref[6] + LOCAL_WINDOW), LOCAL_GRID)
+            found = self._swivel_solution(target, psi, p, use_pole, near, q_ref)
+            if found is not None:
+                return found
+        return self._swivel_solution(target, psi, p, use_pole, self._grid, q_ref)
+
+    def _swivel_solution(self, target, psi, pole, use_pole, q7s, q_ref
+                         ) -> Optional[Tuple[FloatArray, bool, float, float, float]]:
+        """Best solution at the q7 values of q7s (K,) where a branch's swivel is the wanted one."""
         out = self._rows(MAX_SWIVEL_ROOTS, 3)
-        count = self._kernels.swivel_parameter(self._arg(target), psi, self._arg(p), use_pole,
-                                               self._arg(self._grid), SEARCH_GAP,
+        count = self._kernels.swivel_parameter(self._arg(target), psi, self._arg(pole),
+                                               use_pole, self._arg(q7s), SEARCH_GAP,
                                                BISECTION_STEPS, self._m, out)
         best = None
         for q7, e, r in np.asarray(out[:count], dtype=np.float64).reshape(-1, 3):
@@ -443,7 +464,18 @@ class AnalyticOffsetWrist(IKSolver):
         return None if best is None else best[1]
 
     def _nearest_feasible(self, target, q7, order, preferred) -> Optional[float]:
-        """q7 (rad) nearest the given one where a branch is feasible; the preferred one's first."""
+        """q7 (rad) nearest the given one where a branch is feasible; the preferred one's first.
+
+        The grid is searched outward from q7 in chunks (usually one chunk
+        suffices); only when no grid point is feasible (for the preferred
+        branch), all samples (:meth:`_samples`: also narrow bands next to
+        folds and fast joints). A band narrower than a grid cell nearer q7
+        than a feasible grid point can be passed over.
+        """
+        found = self._nearest_on_grid(target, q7, None if preferred is None
+                                      else self._branch_row(preferred))
+        if found is not None:
+            return found
         q7s, margins = self._samples(target)
         rows = [self._branch_row(b) for b in order]
         if preferred is not None and np.any(margins[:, rows[0]] >= 0.0):
@@ -462,6 +494,42 @@ class AnalyticOffsetWrist(IKSolver):
             if best is None or abs(edge - q7) < abs(best - q7) - 1e-12:
                 best = edge
         return best
+
+    def _nearest_on_grid(self, target: FloatArray, q7: float,
+                         row: Optional[int]) -> Optional[float]:
+        """Nearest q7 to the given one where branch ``row`` (None: any) is feasible on the grid.
+
+        Chunks of SEARCH_CHUNK grid points outward from q7; the cell toward
+        q7 refined and the edge bisected.
+        """
+        grid = self._grid
+        margins = np.full((len(grid), 8), -np.inf)
+        for chunk in np.array_split(np.argsort(np.abs(grid - q7), kind='stable'),
+                                    max(1, len(grid) // SEARCH_CHUNK)):
+            margins[chunk] = self._margins(target, grid[chunk])
+            found = self._nearest_feasible_point(target, q7, margins, chunk, row)
+            if found is not None:
+                return found
+        return None
+
+    def _nearest_feasible_point(self, target, q7, margins, indices, row) -> Optional[float]:
+        """Feasible edge nearest q7 among grid ``indices`` for ``row`` (None: any), or None."""
+        grid = self._grid
+        cols = margins[indices] if row is None else margins[indices][:, [row]]
+        feasible = np.flatnonzero(np.any(cols >= 0.0, axis=1))
+        if feasible.size == 0:
+            return None
+        k = int(feasible[np.argmin(np.abs(grid[indices[feasible]] - q7))])
+        g = int(indices[k])
+        use = row if row is not None else int(np.argmax(margins[g]))
+        toward = g - 1 if grid[g] > q7 else g + 1
+        bound = grid[toward] if 0 <= toward < len(grid) and \
+            (grid[toward] - q7) * (grid[g] - q7) > 0.0 else q7
+        # The cell toward q7, split REFINE_SPLIT ways: a band within it is nearer.
+        sub = np.linspace(grid[g], bound, REFINE_SPLIT + 1)
+        inside = np.flatnonzero(self._margins(target, sub[1:-1])[:, use] >= 0.0)
+        last = int(inside[-1]) + 1 if inside.size else 0
+        return self._edge(target, use, sub[last], sub[last + 1])
 
     def _unreachable_reason(self, target: FloatArray) -> str:
         if np.all(self._margins(target, self._grid) <= offset_kernels.NO_ROOT_MARGIN):
