@@ -151,3 +151,19 @@ def test_backend_choice_is_validated_and_reported():
     assert JacobianIK(chain, backend='numpy').backend == 'numpy'
     with pytest.raises(InvalidInputError, match='auto, numpy, numba'):
         JacobianIK(chain, backend='cuda')
+
+
+def test_numba_cache_is_dropped_when_any_core_source_changes(tmp_path):
+    """A kernel's cache must not outlive a change in a kernel it calls from another file."""
+    (tmp_path / 'kernels.py').write_text('X = 1\n')
+    cache = tmp_path / '__pycache__'
+    cache.mkdir()
+    (cache / 'offset_kernels.solve-10.py311.nbi').write_text('index')
+    assert _compiled.drop_stale_cache(tmp_path, cache)      # no stamp yet: dropped
+    assert not list(cache.glob('*.nbi'))
+    (cache / 'offset_kernels.solve-10.py311.nbc').write_text('code')
+    assert not _compiled.drop_stale_cache(tmp_path, cache)  # same sources: kept
+    assert list(cache.glob('*.nbc'))
+    (tmp_path / 'kernels.py').write_text('X = 2\n')
+    assert _compiled.drop_stale_cache(tmp_path, cache)      # another file changed: dropped
+    assert not list(cache.glob('*.nbc'))

@@ -22,12 +22,50 @@ compiles, lazily, at the first call). Constants are the modules' own: numba
 reads global numbers at compile time. Imported only when numba is installed.
 """
 
+import hashlib
+import os
+from pathlib import Path
 import types
 
 from ik_node.core import kernels, limits, offset_kernels, srs_kernels
 import numba
 
 KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
+SOURCE_STAMP = 'numba-sources.sha256'
+
+
+def drop_stale_cache(source_dir: Path, cache_dir: Path) -> bool:
+    """Remove numba's cache files in cache_dir when any source in source_dir changed.
+
+    numba keys a cached function on its own source file only, yet the
+    machine code of a kernel includes the kernels it calls from other files:
+    after one of those changes (an edit, a pull) the caller's cache would
+    load with the old callee compiled in. A digest of every ``*.py`` of
+    source_dir is kept next to the cache; when it differs, the ``*.nbi`` /
+    ``*.nbc`` files go (numba compiles again, once). Returns True when files
+    were removed. An unwritable directory is left as it is.
+    """
+    digest = hashlib.sha256(b''.join(path.read_bytes()
+                                     for path in sorted(source_dir.glob('*.py')))).hexdigest()
+    stamp = cache_dir / SOURCE_STAMP
+    try:
+        if stamp.read_text() == digest:
+            return False
+    except OSError:
+        pass
+    try:
+        stale = sorted(cache_dir.glob('*.nbi')) + sorted(cache_dir.glob('*.nbc'))
+        for path in stale:
+            path.unlink()
+        cache_dir.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        return False
+    return bool(stale)
+
+
+if not os.environ.get('NUMBA_CACHE_DIR'):   # numba's default: __pycache__ beside the sources
+    drop_stale_cache(Path(__file__).parent, Path(__file__).parent / '__pycache__')
 
 _jit = numba.njit(cache=True, nogil=True)
 
