@@ -50,7 +50,7 @@ LIMIT_SNAP = 1e-9
 SINGULAR_SPLIT = 1e-12
 # Any angle this close beyond its limit (rounding of a solution at the limit,
 # rad) is put on the limit.
-ROUNDING_SNAP = 1e-12
+ROUNDING_SNAP = 1e-14
 # Below this the swivel basis falls back to the second joint's axis (the
 # shoulder-wrist line is along the first joint's axis).
 ON_FIRST_AXIS = 1e-9
