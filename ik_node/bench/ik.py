@@ -12,12 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""``ik_bench ik``: success rate and solve time of JacobianIK on URDF arms.
+"""``ik_bench ik``: success rate and solve time of ik_node's IK on URDF arms.
 
 Joint vectors are drawn uniformly within limits (seeded), targets computed by
 forward kinematics, and each target solved from the mid-limits seed and from
-a random seed. A solve counts as a success when the chain's forward
-kinematics (pinned to an independent FK by the tests) puts the tip within
+a random seed: by JacobianIK, and by the solver the node's ``solver: auto``
+picks where that is a closed form (the seed is then its reference). A solve
+counts as a success when the chain's forward kinematics (pinned to an
+independent FK by the tests) puts the tip within
 1e-5 m and 1e-4 rad of the target, with every joint within its limits; the
 peers' answers are judged the same way.
 """
@@ -31,6 +33,7 @@ from ik_node.core import rotations as rot
 from ik_node.core.chain import Chain
 from ik_node.core.jacobian_ik import JacobianIK
 from ik_node.core.result import pose_error
+from ik_node.core.solver import make_solver
 from ik_node.urdf import bundled_urdf
 import numpy as np
 
@@ -86,6 +89,19 @@ def _ours(chain, backend, timeout_s=None):
     return solver.backend, solve
 
 
+def _auto(chain, backend):
+    """(label, solve) of make_solver('auto') when it is a closed form, else None."""
+    solver = make_solver(chain, 'auto', backend=backend)
+    if isinstance(solver, JacobianIK):
+        return None
+    solver.warm_up(chain.mid_limits())  # every path compiled before the timing
+
+    def solve(target, seed):
+        res = solver.solve(target, seed)
+        return res.q, res.elapsed_s, res.iterations, res.restarts
+    return f'auto: {type(solver).__name__} ({solver.backend})', solve
+
+
 def _peers(urdf_path, chain):
     """Yield (name, solve) for the optional peer solvers that are installed."""
     if importlib.util.find_spec('pytracik') is not None:  # pragma: no cover - optional
@@ -137,6 +153,8 @@ def run(args):
         seeds = {'mid-limits': [chain.mid_limits()] * args.n,
                  'random': [_random_q(chain, rng) for _ in range(args.n)]}
         solvers = [_ours(chain, b, args.timeout) for b in args.backend]
+        if 'auto' in args.solver:
+            solvers += [row for row in (_auto(chain, b) for b in args.backend) if row]
         if args.compare:
             found = list(_peers(path, chain))
             if not found:
@@ -154,8 +172,8 @@ def run(args):
     print(f'ik_bench ik  (n={args.n} per row, seed {args.seed}; success: < 1e-5 m and < 1e-4 '
           f"rad by independent FK, within limits; {info['cpu']}, {info['cores']} cores; "
           f"commit {info['commit']})")
-    rows = [(r['arm'], r['dof'], 'ik_node ' + r['solver'] if r['solver'] in ('numba', 'numpy')
-             else r['solver'], r['seed_mode'], f"{100 * r['success_rate']:.2f} %",
+    rows = [(r['arm'], r['dof'], _label(r['solver']), r['seed_mode'],
+             f"{100 * r['success_rate']:.2f} %",
              format_duration(r['median_s']), format_duration(r['p95_s']),
              format_duration(r['max_s']), f"{r['iterations_median']:.0f}",
              f"{r['restarts_mean']:.2f}") for r in report['results']]
@@ -166,9 +184,16 @@ def run(args):
     return 0
 
 
+def _label(solver):
+    """Table label of a solver row: ik_node's own rows say so."""
+    if solver in ('numba', 'numpy'):
+        return f'ik_node JacobianIK {solver}'
+    return f'ik_node {solver}' if solver.startswith('auto:') else solver
+
+
 def add_parser(subparsers):
     """Register the ``ik`` subcommand."""
-    p = subparsers.add_parser('ik', help='JacobianIK success rate and time on URDF arms')
+    p = subparsers.add_parser('ik', help="ik_node's IK success rate and time on URDF arms")
     p.add_argument('--urdf', help='URDF file (default: the bundled arms of --arms)')
     p.add_argument('--arms', nargs='+', choices=sorted(BUNDLED), default=sorted(BUNDLED),
                    help='bundled arms to run (default all)')
@@ -179,6 +204,10 @@ def add_parser(subparsers):
                    default=['mid-limits', 'random'], help='where each solve starts')
     p.add_argument('--backend', nargs='+', choices=['numba', 'numpy'], default=['numba'],
                    help='JacobianIK backends to run (default numba)')
+    p.add_argument('--solver', nargs='+', choices=['jacobian', 'auto'],
+                   default=['jacobian', 'auto'],
+                   help="ik_node's rows: JacobianIK always; 'auto' adds the node's closed-form "
+                        'solver where the arm has one (default both)')
     p.add_argument('--timeout', type=float, default=None, metavar='SECONDS',
                    help="JacobianIK's timeout_s per solve (default: the solver's own, "
                         'which depends on the backend)')

@@ -75,6 +75,38 @@ def undo_joint7(target_r, target_p, q7, m):
     return add3(target_p, mat_vec(target_r, wrist_in_tip)), mat_mul(target_r, undo)
 
 
+def reach_q7s(rows, m, out):
+    """q7 values (rad) where the wrist's distance from the shoulder is extreme or at the reach.
+
+    The wrist point turns about axis 7 with q7, so its squared distance from
+    the shoulder is a sinusoid, d^2 = h + 2 (c.e) cos q7 + 2 (c.f) sin q7:
+    its maximum and minimum, and the roots of d = reach_high and d =
+    reach_low, are closed forms. A band of q7 where the wrist is within
+    reach can be much narrower than any grid (a target near full stretch):
+    these values fall inside it or on its edges. Fills out (6): maximum,
+    minimum, then the up to four roots (NaN where none).
+    """
+    target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
+    shoulder, p7, w7, r7, reach_low, reach_high = m[1], m[4], m[15], m[16], m[13], m[14]
+    w, r = vec3(w7), vec3(r7)
+    along = scale3(dot3(w, r), w)
+    c = sub3(add3(target_p, mat_vec(target_r, add3(vec3(p7), along))), shoulder)
+    e = mat_vec(target_r, sub3(r, along))
+    f = scale3(-1.0, mat_vec(target_r, cross3(w, r)))
+    ce, cf = dot3(c, e), dot3(c, f)
+    h = dot3(c, c) + dot3(e, e)
+    amplitude = 2.0 * math.hypot(ce, cf)
+    phase = math.atan2(cf, ce)
+    out[0] = phase
+    out[1] = phase + math.pi
+    for i in range(2):
+        reach = reach_high if i == 0 else reach_low
+        k = (reach * reach - h) / amplitude if amplitude > 0.0 else 2.0
+        half = math.acos(k) if abs(k) <= 1.0 else math.nan
+        out[2 + 2 * i] = phase + half
+        out[3 + 2 * i] = phase - half
+
+
 def parameter_geometry(target_r, target_p, q7, m):
     """Return (u, d, d_clamped, rotation with joint 7 undone, z6) of a target at q7.
 
@@ -257,22 +289,106 @@ def root_edge(rows, elbow_sign, valid, invalid, gap_tol, steps, m):
     return _valid_edge(target_r, target_p, valid, invalid, elbow_sign, 1.0, gap_tol, steps, m)
 
 
-def margin_edge(rows, row, inside, outside, gap_tol, steps, m, every, gaps):
+def margin_edge(rows, row, inside, outside, gap_tol, steps, m):
     """Bisect ``steps`` times the feasibility edge of branch ``row`` (see margin_grid).
 
     ``inside`` is a q7 where the branch is feasible, ``outside`` one where it
-    is not; returns the last feasible q7 found.
+    is not; returns the last feasible q7 found. Only that branch is solved.
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
     lower, upper = m[11], m[12]
+    e = 1.0 if row < 4 else -1.0
+    s = 1.0 if row % 4 < 2 else -1.0
+    r = 1.0 if row % 2 == 0 else -1.0
     for _ in range(steps):
         mid = 0.5 * (inside + outside)
-        all_branches(target_r, target_p, mid, 0.0, 0.0, m, every, gaps)
-        if branch_margin(every[row], gaps[row // 4], gap_tol, lower, upper) >= 0.0:
+        q, gap = solve_one(target_r, target_p, mid, e, s, r, 0.0, 0.0, m)
+        if branch_margin(q, gap, gap_tol, lower, upper) >= 0.0:
             inside = mid
         else:
             outside = mid
     return inside
+
+
+def _coarse_cost(q, q_ref, use_ref, q7, wanted):
+    """Cost of a feasible solution q (7) at q7: joint distance to q_ref, or |q7 - wanted|."""
+    if not use_ref:
+        return abs(q7 - wanted)
+    cost = 0.0
+    for j in range(7):
+        d = (q[j] - q_ref[j] + math.pi) % (2.0 * math.pi) - math.pi
+        cost += d * d
+    return cost
+
+
+def _coarse_candidate(target_r, target_p, q7, q_ref, use_ref, wanted, gap_tol, m, every,
+                      gaps, best_cost, best_q7, best_row):
+    """Fold the branches at q7 into the best (cost, q7, row) so far (see coarse_move)."""
+    lower, upper = m[11], m[12]
+    all_branches(target_r, target_p, q7, 0.0, 0.0, m, every, gaps)
+    for row in range(8):
+        if branch_margin(every[row], gaps[row // 4], gap_tol, lower, upper) >= 0.0:
+            cost = _coarse_cost(every[row], q_ref, use_ref, q7, wanted)
+            if cost < best_cost:
+                best_cost, best_q7, best_row = cost, q7, row
+    return best_cost, best_q7, best_row
+
+
+def coarse_move(rows, wanted, q_ref, use_ref, lo7, hi7, count, ring, gap_tol, steps, m, every,
+                gaps, reach):
+    """q7 (rad) to move to when no branch reaches the pose at ``wanted``; NaN if none found.
+
+    ``count`` points evenly over [lo7, hi7] are searched outward from
+    ``wanted`` ``ring`` steps at a time (each ring with the target's reach
+    extremes and edges, reach_q7s, shifted by 2 pi k into the limits, that
+    are as far from wanted); within the first ring with a feasible solution
+    the one nearest q_ref in joint space wins (without ``use_ref``: the q7
+    nearest wanted);
+    its branch is followed toward ``wanted`` to its feasibility edge
+    (bisected ``steps`` times) when the next point that way is infeasible.
+    ``every`` (8 rows of 7), ``gaps`` (2) and ``reach`` (6) are scratch.
+    """
+    target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
+    lower, upper = m[11], m[12]
+    spacing = (hi7 - lo7) / (count - 1)
+    centre = int(round((min(max(wanted, lo7), hi7) - lo7) / spacing))
+    best_cost, best_q7, best_row = math.inf, math.nan, -1
+    reach_q7s(rows, m, reach)
+    step = 0
+    while step < count and best_row < 0:
+        # The reach values within this ring's distance from the wanted q7.
+        near, far = (step - 0.5) * spacing, (step + ring - 0.5) * spacing
+        for i in range(6):
+            for k in range(-3, 4):
+                v = reach[i] + 2.0 * math.pi * k
+                if lo7 < v < hi7 and near <= abs(v - wanted) < far:
+                    best_cost, best_q7, best_row = _coarse_candidate(
+                        target_r, target_p, v, q_ref, use_ref, wanted, gap_tol, m, every,
+                        gaps, best_cost, best_q7, best_row)
+        for d in range(step, step + ring):
+            if d > 0 and centre - d >= 0:
+                best_cost, best_q7, best_row = _coarse_candidate(
+                    target_r, target_p, lo7 + (centre - d) * spacing, q_ref, use_ref, wanted,
+                    gap_tol, m, every, gaps, best_cost, best_q7, best_row)
+            if centre + d < count:
+                best_cost, best_q7, best_row = _coarse_candidate(
+                    target_r, target_p, lo7 + (centre + d) * spacing, q_ref, use_ref, wanted,
+                    gap_tol, m, every, gaps, best_cost, best_q7, best_row)
+        step += ring
+    if best_row < 0:
+        return math.nan
+    e = 1.0 if best_row < 4 else -1.0
+    s = 1.0 if best_row % 4 < 2 else -1.0
+    r = 1.0 if best_row % 2 == 0 else -1.0
+    toward = best_q7 - spacing if best_q7 > wanted else best_q7 + spacing
+    if (toward - wanted) * (best_q7 - wanted) <= 0.0:
+        toward = wanted
+    if toward == best_q7:
+        return best_q7
+    q, gap = solve_one(target_r, target_p, toward, e, s, r, 0.0, 0.0, m)
+    if branch_margin(q, gap, gap_tol, lower, upper) >= 0.0:
+        return best_q7
+    return margin_edge(rows, best_row, best_q7, toward, gap_tol, steps, m)
 
 
 def _toward(v, ref, lo, hi):

@@ -58,6 +58,11 @@ KIND = 'an offset-wrist (Panda-class) arm'
 # times (5.8 rad / 256 / 2^40 ~ 2e-14 rad).
 Q7_GRID = 256
 BISECTION_STEPS = 40
+# The coarse grid on which a new q7 is first looked for when the wanted one
+# has no solution within the limits.
+Q7_COARSE = 33
+# ... searched outward from the wanted q7 this many grid steps at a time.
+COARSE_RING = 4
 # Cells of that grid where a branch's joint moves by more than this (rad)
 # are split REFINE_SPLIT ways, up to REFINE_LEVELS times (0.023 rad / 8^4 ~
 # 6e-6 rad at the finest).
@@ -160,6 +165,7 @@ class AnalyticOffsetWrist(IKSolver):
         self._every, self._frames = self._rows(8, 7), self._rows(7, 12)
         self._gaps = np.zeros(2) if self.backend == 'numba' else [0.0, 0.0]
         self._zeros = np.zeros(7)
+        self._reach = np.zeros(6) if self.backend == 'numba' else [0.0] * 6
         lo7, hi7 = float(a.lower[6]), float(a.upper[6])
         self._grid = np.linspace(lo7, hi7, Q7_GRID)
         self._q7_mid = 0.5 * (lo7 + hi7) if math.isfinite(lo7 + hi7) else 0.0
@@ -168,6 +174,19 @@ class AnalyticOffsetWrist(IKSolver):
     def from_chain(cls, chain: Chain, backend: str = 'auto') -> 'AnalyticOffsetWrist':
         """Build the solver for an offset-wrist chain (ModelError with the reason otherwise)."""
         return cls(chain, offset_wrist_model(chain), backend)
+
+    def warm_up(self, q) -> None:
+        """Run every path once at q (7,): given q7, reference, a q7 moved, swivel, pole."""
+        q = self.chain.check_q(q)
+        target = self.chain.forward(q)
+        moved = q.copy()
+        moved[6] = self._grid[0] if q[6] > self._q7_mid else self._grid[-1]
+        self.solve(target, q)
+        self.solve(target, moved)
+        self.solve(target, q7=q[6])
+        self.solve(target)
+        self.solve(target, q, pole=self.model.arm.shoulder + np.array([0.0, 0.0, 1.0]))
+        self.feasible_q7(target, self.branch_of(q))
 
     # -- the kernels, with this backend's containers ------------------------------
 
@@ -214,7 +233,7 @@ class AnalyticOffsetWrist(IKSolver):
         """Bisect the feasibility edge of branch ``row`` between q7 values inside / outside."""
         return float(self._kernels.margin_edge(self._arg(target), row, float(inside),
                                                float(outside), SEARCH_GAP, BISECTION_STEPS,
-                                               self._m, self._every, self._gaps))
+                                               self._m))
 
     # -- public ------------------------------------------------------------------
 
@@ -324,7 +343,7 @@ class AnalyticOffsetWrist(IKSolver):
         elbow sign's solutions begin or end (bisected; a branch is often
         feasible only in a narrow band next to such a fold).
         """
-        q7s = self._grid
+        q7s = self._grid_for(target)
         qs, margins = self._branch_grid(target, q7s)
         for _ in range(REFINE_LEVELS):
             valid = margins > offset_kernels.NO_ROOT_MARGIN
@@ -346,6 +365,26 @@ class AnalyticOffsetWrist(IKSolver):
         if edges:
             q7s, qs, margins = self._merged(target, q7s, qs, margins, np.array(edges))
         return q7s, margins
+
+    def _grid_for(self, target: FloatArray) -> FloatArray:
+        """Return the q7 grid with the target's reach extremes and edges added."""
+        return self._with_reach_q7s(target, self._grid)
+
+    def _with_reach_q7s(self, target: FloatArray, grid: FloatArray) -> FloatArray:
+        """Return ``grid`` with the target's reach extremes and edges (reach_q7s) added.
+
+        Those (shifted by 2 pi k into joint 7's limits) fall inside or on the
+        edges of a band of reachable q7 narrower than the grid.
+        """
+        special = np.full(6, np.nan)
+        out = special if self.backend == 'numba' else [0.0] * 6
+        self._kernels.reach_q7s(self._arg(target), self._m, out)
+        special = np.asarray(out, dtype=np.float64)
+        special = special[np.isfinite(special)]
+        lo7, hi7 = self._grid[0], self._grid[-1]
+        shifted = (special[:, None] + 2.0 * np.pi * np.arange(-3, 4)[None, :]).ravel()
+        inside = shifted[(shifted > lo7) & (shifted < hi7)]
+        return np.unique(np.concatenate((grid, inside)))
 
     def _branch_grid(self, target: FloatArray, q7s: FloatArray):
         """Every branch's solution (K, 8, 7) and margin (K, 8) at q7s (K,)."""
@@ -374,10 +413,14 @@ class AnalyticOffsetWrist(IKSolver):
         range. With a reference the branch nearest it in joint space wins
         (no branch flips while tracking), else the first of BRANCHES within
         the limits. When no branch reaches the pose within the limits at that
-        value, q7 moves to the nearest feasible value (the reference's branch
-        kept whenever it has one), unless ``q7`` itself was given; a swivel
-        or pole no branch can meet within the limits falls back to the
-        reference's q7 the same way.
+        value (and ``q7`` itself was not given), q7 moves: to the feasible
+        solution nearest the reference in joint space (without one: nearest
+        that q7) on a coarse grid of q7, then along its branch toward the
+        reference's q7 up to the edge of feasibility; only when the coarse
+        grid has none, to the nearest feasible value on the fine grid (the
+        reference's branch kept whenever it has one). A swivel or pole no
+        branch can meet within the limits falls back to the reference's q7
+        the same way.
 
         Returns:
             IKResult; success False with the reason when no q7 reaches the
@@ -403,7 +446,9 @@ class AnalyticOffsetWrist(IKSolver):
                                     f'{wanted:.6g} rad')
             preferred = None if q_ref is None else self._swivel_and_branch(q_ref)[1]
             order = BRANCHES if preferred is None else _ORDERS[preferred]
-            moved = self._nearest_feasible(target, q7_default, order, preferred)
+            moved = self._coarse_move(target, q7_default, q_ref)
+            if moved is None:
+                moved = self._nearest_feasible(target, q7_default, order, preferred)
             if moved is None:
                 return self._result(start, q, False, pos, rot, gap,
                                     self._unreachable_reason(target))
@@ -441,7 +486,7 @@ class AnalyticOffsetWrist(IKSolver):
             found = self._swivel_solution(target, psi, p, use_pole, near, q_ref)
             if found is not None:
                 return found
-        return self._swivel_solution(target, psi, p, use_pole, self._grid, q_ref)
+        return self._swivel_solution(target, psi, p, use_pole, self._grid_for(target), q_ref)
 
     def _swivel_solution(self, target, psi, pole, use_pole, q7s, q_ref
                          ) -> Optional[Tuple[FloatArray, bool, float, float, float]]:
@@ -462,6 +507,16 @@ class AnalyticOffsetWrist(IKSolver):
             if best is None or cost < best[0]:
                 best = (cost, (q, ok, pos, rot, gap))
         return None if best is None else best[1]
+
+    def _coarse_move(self, target: FloatArray, q7: float,
+                     q_ref: Optional[FloatArray]) -> Optional[float]:
+        """q7 to move to on a coarse grid (offset_kernels.coarse_move), or None."""
+        lo7, hi7 = float(self._grid[0]), float(self._grid[-1])
+        moved = self._kernels.coarse_move(
+            self._arg(target), float(q7), self._arg(q_ref if q_ref is not None else self._zeros),
+            q_ref is not None, lo7, hi7, Q7_COARSE, COARSE_RING, SEARCH_GAP, BISECTION_STEPS,
+            self._m, self._every, self._gaps, self._reach)
+        return None if math.isnan(moved) else float(moved)
 
     def _nearest_feasible(self, target, q7, order, preferred) -> Optional[float]:
         """q7 (rad) nearest the given one where a branch is feasible; the preferred one's first.
@@ -502,19 +557,19 @@ class AnalyticOffsetWrist(IKSolver):
         Chunks of SEARCH_CHUNK grid points outward from q7; the cell toward
         q7 refined and the edge bisected.
         """
-        grid = self._grid
+        grid = self._grid_for(target)
         margins = np.full((len(grid), 8), -np.inf)
         for chunk in np.array_split(np.argsort(np.abs(grid - q7), kind='stable'),
                                     max(1, len(grid) // SEARCH_CHUNK)):
             margins[chunk] = self._margins(target, grid[chunk])
-            found = self._nearest_feasible_point(target, q7, margins, chunk, row)
+            found = self._nearest_feasible_point(target, q7, grid, margins, chunk, row)
             if found is not None:
                 return found
         return None
 
-    def _nearest_feasible_point(self, target, q7, margins, indices, row) -> Optional[float]:
-        """Feasible edge nearest q7 among grid ``indices`` for ``row`` (None: any), or None."""
-        grid = self._grid
+    def _nearest_feasible_point(self, target, q7, grid, margins, indices,
+                                row) -> Optional[float]:
+        """Feasible edge nearest q7 among ``indices`` of grid for ``row`` (None: any), or None."""
         cols = margins[indices] if row is None else margins[indices][:, [row]]
         feasible = np.flatnonzero(np.any(cols >= 0.0, axis=1))
         if feasible.size == 0:
@@ -532,7 +587,8 @@ class AnalyticOffsetWrist(IKSolver):
         return self._edge(target, use, sub[last], sub[last + 1])
 
     def _unreachable_reason(self, target: FloatArray) -> str:
-        if np.all(self._margins(target, self._grid) <= offset_kernels.NO_ROOT_MARGIN):
+        if np.all(self._margins(target, self._grid_for(target)) <=
+                  offset_kernels.NO_ROOT_MARGIN):
             return ('target out of reach: at no q7 within its limits does an elbow solution '
                     'reach the pose (the closest the parameter gives is used)')
         return 'no branch reaches the pose within the joint limits at any q7'

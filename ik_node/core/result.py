@@ -128,6 +128,15 @@ class IKSolver(abc.ABC):
         """
         check_budget(seconds)
 
+    def warm_up(self, q) -> None:
+        """Run the solver's paths once at q (n,) (compiled kernels load at their first call).
+
+        The base class solves for q's own pose from q; solvers with searches
+        that only some targets reach exercise those too.
+        """
+        q = np.asarray(q, dtype=np.float64)
+        self.solve(self.chain.forward(q), q)
+
 
 def check_budget(seconds: float) -> float:
     """Return ``seconds`` as a float if it is a finite number > 0, else raise InvalidInputError."""

@@ -494,6 +494,15 @@ class AnalyticSRS(IKSolver):
             q = self._solve_batch(aim[None], np.array([psi]), signs, q[None, 0], q[None, 4])[0]
         return np.clip(q, self.model.lower, self.model.upper)
 
+    def warm_up(self, q) -> None:
+        """Run every path once at q (7,): reference, no hint, a swivel's limit search, pole."""
+        q = self.chain.check_q(q)
+        target = self.chain.forward(q)
+        self.solve(target, q)
+        self.solve(target)
+        self.feasible_swivel(target, self.branch_of(q))
+        self.solve(target, q, pole=self.model.shoulder + np.array([0.0, 0.0, 1.0]))
+
     # -- the kernels, with this backend's containers ------------------------------
 
     def _rows(self, count: int, width: int):

@@ -435,7 +435,7 @@ class IKNode(Node):
             tracker = carried_over(self.tracker, chain, solver, q0, now)
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
-        solver.solve(chain.forward(q0), q0)
+        solver.warm_up(q0)
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
         if self.feedback_topic:
             self.feedback = Feedback(chain.joint_names)
