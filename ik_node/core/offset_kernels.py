@@ -49,8 +49,8 @@ import math
 from ik_node.core.kernels import add3, chain_frames, cross3, dot3, mat_mul, mat_mul_t, \
     mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, unit3, vec3
-from ik_node.core.srs_kernels import elbow_part, into_limits, sp1, spherical_within, \
-    swivel_basis, wrap_angle
+from ik_node.core.srs_kernels import elbow_part, elbow_point, into_limits, sp1, \
+    spherical_within, swivel_basis, wrap_angle
 
 # Below this |(A, B)| the cone condition does not depend on the swivel angle
 # (u along the axis-5 direction's own cone axis): every psi or none.
@@ -58,6 +58,9 @@ FLAT_CONE = 1e-12
 # Feasibility margin (margin_grid) of a branch with no solution at a q7: far
 # below any limit margin (those are above -4 pi).
 NO_ROOT_MARGIN = -1000.0
+# A reach edge (reach_q7s) computes on either side of the reach by rounding:
+# the searches sample this far (rad) to each side of it instead.
+REACH_NUDGE = 1e-7
 # Status of solve_ordered (as srs_kernels).
 WITHIN_LIMITS = 0
 NO_BRANCH_WITHIN_LIMITS = 2
@@ -230,27 +233,32 @@ def branch_margin(q, gap, gap_tol, lower, upper):
     return NO_ROOT_MARGIN - gap if gap > gap_tol else limit_margin(q, lower, upper)
 
 
+def margins_of(every, gaps, gap_tol, lower, upper):
+    """Return the 8 branches' feasibility margins (see margin_grid) from all_branches' outputs."""
+    g0, g1 = gaps[0], gaps[1]
+    return (branch_margin(every[0], g0, gap_tol, lower, upper),
+            branch_margin(every[1], g0, gap_tol, lower, upper),
+            branch_margin(every[2], g0, gap_tol, lower, upper),
+            branch_margin(every[3], g0, gap_tol, lower, upper),
+            branch_margin(every[4], g1, gap_tol, lower, upper),
+            branch_margin(every[5], g1, gap_tol, lower, upper),
+            branch_margin(every[6], g1, gap_tol, lower, upper),
+            branch_margin(every[7], g1, gap_tol, lower, upper))
+
+
 def margin_grid(rows, q7s, gap_tol, m, every, gaps, out):
     """Fill out (len(q7s) rows of 8) with each branch's feasibility margin at each q7.
 
     The margin is the limit margin (rad) of the branch's solution, or
     NO_ROOT_MARGIN minus the gap where the gap exceeds ``gap_tol`` (out of
     reach, or no root of the cone condition): >= 0 exactly when that branch
-    is a solution within the limits. ``every`` (8 rows of 7) and ``gaps`` (2) are scratch.
+    is a solution within the limits. ``every`` (8 rows of 7) and ``gaps`` (2)
+    are scratch.
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
-    lower, upper = m[11], m[12]
     for g in range(len(q7s)):
         all_branches(target_r, target_p, q7s[g], 0.0, 0.0, m, every, gaps)
-        g0, g1 = gaps[0], gaps[1]
-        out[g] = (branch_margin(every[0], g0, gap_tol, lower, upper),
-                  branch_margin(every[1], g0, gap_tol, lower, upper),
-                  branch_margin(every[2], g0, gap_tol, lower, upper),
-                  branch_margin(every[3], g0, gap_tol, lower, upper),
-                  branch_margin(every[4], g1, gap_tol, lower, upper),
-                  branch_margin(every[5], g1, gap_tol, lower, upper),
-                  branch_margin(every[6], g1, gap_tol, lower, upper),
-                  branch_margin(every[7], g1, gap_tol, lower, upper))
+        out[g] = margins_of(every, gaps, gap_tol, m[11], m[12])
 
 
 def branch_grid(rows, q7s, gap_tol, m, every, gaps, qs, margins):
@@ -260,21 +268,12 @@ def branch_grid(rows, q7s, gap_tol, m, every, gaps, qs, margins):
     8, see margin_grid). ``every`` (8 rows of 7) and ``gaps`` (2) are scratch.
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
-    lower, upper = m[11], m[12]
     for g in range(len(q7s)):
         all_branches(target_r, target_p, q7s[g], 0.0, 0.0, m, every, gaps)
         for row in range(8):
             qs[8 * g + row] = (every[row][0], every[row][1], every[row][2], every[row][3],
                                every[row][4], every[row][5], every[row][6])
-        g0, g1 = gaps[0], gaps[1]
-        margins[g] = (branch_margin(every[0], g0, gap_tol, lower, upper),
-                      branch_margin(every[1], g0, gap_tol, lower, upper),
-                      branch_margin(every[2], g0, gap_tol, lower, upper),
-                      branch_margin(every[3], g0, gap_tol, lower, upper),
-                      branch_margin(every[4], g1, gap_tol, lower, upper),
-                      branch_margin(every[5], g1, gap_tol, lower, upper),
-                      branch_margin(every[6], g1, gap_tol, lower, upper),
-                      branch_margin(every[7], g1, gap_tol, lower, upper))
+        margins[g] = margins_of(every, gaps, gap_tol, m[11], m[12])
 
 
 def root_edge(rows, elbow_sign, valid, invalid, gap_tol, steps, m):
@@ -360,11 +359,15 @@ def coarse_move(rows, wanted, q_ref, use_ref, lo7, hi7, count, ring, gap_tol, st
         near, far = (step - 0.5) * spacing, (step + ring - 0.5) * spacing
         for i in range(6):
             for k in range(-3, 4):
-                v = reach[i] + 2.0 * math.pi * k
-                if lo7 < v < hi7 and near <= abs(v - wanted) < far:
-                    best_cost, best_q7, best_row = _coarse_candidate(
-                        target_r, target_p, v, q_ref, use_ref, wanted, gap_tol, m, every,
-                        gaps, best_cost, best_q7, best_row)
+                for side in range(-1, 2):
+                    if i < 2 and side != 0:
+                        continue
+                    # The reach edges themselves round to either side: just inside.
+                    v = reach[i] + 2.0 * math.pi * k + side * REACH_NUDGE
+                    if lo7 < v < hi7 and near <= abs(v - wanted) < far and (i < 2 or side):
+                        best_cost, best_q7, best_row = _coarse_candidate(
+                            target_r, target_p, v, q_ref, use_ref, wanted, gap_tol, m,
+                            every, gaps, best_cost, best_q7, best_row)
         for d in range(step, step + ring):
             if d > 0 and centre - d >= 0:
                 best_cost, best_q7, best_row = _coarse_candidate(
@@ -477,11 +480,7 @@ def swivel_and_branch(q, m, fk, frames):
     """
     axes, shoulder, phase = m[0], m[1], m[10]
     tip_r, tip_p = chain_frames(q, fk, frames)
-    f4 = frames[3]
-    axis4 = fk.axis[3]
-    z4 = mat_vec(f4, (axis4[0], axis4[1], axis4[2]))
-    o4 = (f4[9], f4[10], f4[11])
-    elbow = add3(o4, scale3(dot3(sub3(shoulder, o4), z4), z4))
+    elbow = elbow_point(frames, fk, shoulder)
     u, _, d_clamped, undone, z6 = parameter_geometry(tip_r, tip_p, q[6], m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     v = sub3(elbow, shoulder)

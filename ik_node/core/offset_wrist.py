@@ -45,8 +45,8 @@ from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.kernels import ORTHONORMAL_TOL
 from ik_node.core.result import check_pose, IKResult, IKSolver
 from ik_node.core.srs import _check_planar_elbow, _line_gap, _meeting_point, _model_of, \
-    _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, MEET_TOL_M, ORIENTATION_TOL_RAD, \
-    POSITION_TOL_M, REACH_TOL_M, SRSModel
+    _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, MEET_TOL_M, \
+    ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
 import numpy as np
 import numpy.typing as npt
 
@@ -262,11 +262,7 @@ class AnalyticOffsetWrist(IKSolver):
         q7 = self._check_angle(q7, 'q7')
         margins = self._margins(target, np.array([q7]), REACH_TOL_M)[0]
         qs = self._solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, q7), BRANCHES)[0]
-        unique: List[FloatArray] = []
-        for q in qs[margins >= 0.0]:
-            if not any(np.allclose(q, other, atol=1e-9) for other in unique):
-                unique.append(q)
-        return unique
+        return distinct(qs[margins >= 0.0])
 
     def solve_batch(self, T_targets, q7, branch) -> Tuple[FloatArray, FloatArray]:
         """Solve many targets at once for given q7 values and branches.
@@ -380,6 +376,9 @@ class AnalyticOffsetWrist(IKSolver):
         out = special if self.backend == 'numba' else [0.0] * 6
         self._kernels.reach_q7s(self._arg(target), self._m, out)
         special = np.asarray(out, dtype=np.float64)
+        # The extremes as they are, the reach edges just to either side (rounding).
+        nudge = offset_kernels.REACH_NUDGE
+        special = np.concatenate((special[:2], special[2:] - nudge, special[2:] + nudge))
         special = special[np.isfinite(special)]
         lo7, hi7 = self._grid[0], self._grid[-1]
         shifted = (special[:, None] + 2.0 * np.pi * np.arange(-3, 4)[None, :]).ravel()

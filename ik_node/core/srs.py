@@ -156,6 +156,15 @@ class SRSModel:
     reach_high: float
 
 
+def distinct(qs: FloatArray) -> List[FloatArray]:
+    """Rows of qs (K, n) with the repeats (within 1e-9 rad) left out, in order."""
+    unique: List[FloatArray] = []
+    for q in qs:
+        if not any(np.allclose(q, other, atol=1e-9) for other in unique):
+            unique.append(q)
+    return unique
+
+
 def _zero_geometry(chain: Chain, kind: str = 'an SRS arm'
                    ) -> Tuple[FloatArray, FloatArray, FloatArray]:
     """World axes (7, 3), points on them (7, 3) and the tip pose (4, 4) at q = 0.
@@ -569,11 +578,7 @@ class AnalyticSRS(IKSolver):
         if self._polisher is not None:
             for k in np.flatnonzero(keep):
                 qs[k], keep[k], _, _ = self._polish(target, qs[k])
-        unique: List[FloatArray] = []
-        for q in qs[keep]:
-            if not any(np.allclose(q, other, atol=1e-9) for other in unique):
-                unique.append(q)
-        return unique
+        return distinct(qs[keep])
 
     def solve_batch(self, T_targets, swivel, branch) -> Tuple[FloatArray, FloatArray]:
         """Solve many targets at once on given swivel angles and branches.

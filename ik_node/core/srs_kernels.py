@@ -339,6 +339,15 @@ def swivel_of_pose(tip_r, tip_p, elbow, m):
     return math.atan2(dot3(v, e2), dot3(v, e1))
 
 
+def elbow_point(frames, fk, shoulder):
+    """Where the shoulder point (3) projects onto axis 4, from chain_frames' ``frames``."""
+    f4 = frames[3]
+    axis4 = fk.axis[3]
+    z4 = mat_vec(f4, (axis4[0], axis4[1], axis4[2]))
+    o4 = (f4[9], f4[10], f4[11])
+    return add3(o4, scale3(dot3(sub3(shoulder, o4), z4), z4))
+
+
 def reference_swivel_branch(q, m, fk, frames):
     """Swivel angle and (elbow, shoulder, wrist) signs of configuration q (7).
 
@@ -349,12 +358,7 @@ def reference_swivel_branch(q, m, fk, frames):
     """
     axes, shoulder, phase = m[0], m[1], m[10]
     tip_r, tip_p = chain_frames(q, fk, frames)
-    f4 = frames[3]
-    axis4 = fk.axis[3]
-    z4 = mat_vec(f4, (axis4[0], axis4[1], axis4[2]))
-    o4 = (f4[9], f4[10], f4[11])
-    elbow = add3(o4, scale3(dot3(sub3(shoulder, o4), z4), z4))
-    psi = swivel_of_pose(tip_r, tip_p, elbow, m)
+    psi = swivel_of_pose(tip_r, tip_p, elbow_point(frames, fk, shoulder), m)
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])
     w5, w6, w7 = vec3(axes[4]), vec3(axes[5]), vec3(axes[6])
     e = 1.0 if wrap_angle(q[3] - phase) >= 0.0 else -1.0
