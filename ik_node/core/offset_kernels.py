@@ -142,15 +142,17 @@ def cone_roots(u, v, z6, c):
 
 
 def elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m):
-    """Return (phi, half width, k) of the cone condition for one elbow sign (see cone_roots).
+    """Return (phi, half width, k, q4) of the cone condition for one elbow sign.
 
-    e1: the swivel basis' first vector (psi = 0).
+    See cone_roots; q4 is that elbow sign's joint 4. e1: the swivel basis'
+    first vector (psi = 0).
     """
     axes = m[0]
     q4, r03, _ = elbow_part(elbow_sign, d_clamped, u, e1, undone, m)
     w4, w5 = vec3(axes[3]), vec3(axes[4])
     v = mat_vec(mat_mul(r03, rodrigues(w4[0], w4[1], w4[2], q4)), w5)
-    return cone_roots(u, v, z6, m[18])
+    phi, half, k = cone_roots(u, v, z6, m[18])
+    return phi, half, k, q4
 
 
 def root_solution(elbow_sign, psi, u, e1, e2, d_clamped, undone, fallback5, m):
@@ -174,7 +176,7 @@ def solve_one(target_r, target_p, q7, elbow_sign, shoulder_sign, root_sign, fall
     axes, lower, upper = m[0], m[11], m[12]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
-    phi, half, k = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
+    phi, half, k, _ = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
     q4, r03, q5, q6 = root_solution(elbow_sign, phi + root_sign * half, u, e1, e2, d_clamped,
                                     undone, fallback5, m)
     q1, q2, q3 = spherical_within(vec3(axes[0]), vec3(axes[1]), vec3(axes[2]), r03,
@@ -183,12 +185,15 @@ def solve_one(target_r, target_p, q7, elbow_sign, shoulder_sign, root_sign, fall
         max(abs(d - d_clamped), abs(k) - 1.0)
 
 
-def all_branches(target_r, target_p, q7, fallback1, fallback5, m, out, gaps):
+def all_branches(target_r, target_p, q7, fallback1, fallback5, m, out, gaps, prune=False):
     """Fill out (8 rows of 7) with every branch at q7, in BRANCHES order.
 
     ``gaps`` (2) gets each elbow sign's gap (see solve_one; > 0: out of reach
     or the cone condition has no root, the pose is then the closest the
-    swivel gives), elbow +1 first.
+    swivel gives), elbow +1 first. With ``prune`` (for the searches, which
+    only need to know which rows are feasible with no gap at all) an elbow
+    sign with a gap or its q4 beyond a limit gets rows holding only q4 and q7
+    (zeros else).
     """
     axes, lower, upper = m[0], m[11], m[12]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
@@ -196,8 +201,12 @@ def all_branches(target_r, target_p, q7, fallback1, fallback5, m, out, gaps):
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])
     for ei in range(2):
         elbow_sign = 1.0 - 2.0 * ei
-        phi, half, k = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
+        phi, half, k, q4 = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
         gaps[ei] = max(abs(d - d_clamped), abs(k) - 1.0)
+        if prune and (gaps[ei] > 0.0 or q4 < lower[3] or q4 > upper[3]):
+            for row in range(4 * ei, 4 * ei + 4):
+                out[row] = (0.0, 0.0, 0.0, q4, 0.0, 0.0, q7)
+            continue
         for ri in range(2):
             q4, r03, q5, q6 = root_solution(elbow_sign, phi + (1.0 - 2.0 * ri) * half, u, e1,
                                             e2, d_clamped, undone, fallback5, m)
@@ -257,7 +266,7 @@ def margin_grid(rows, q7s, gap_tol, m, every, gaps, out):
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
     for g in range(len(q7s)):
-        all_branches(target_r, target_p, q7s[g], 0.0, 0.0, m, every, gaps)
+        all_branches(target_r, target_p, q7s[g], 0.0, 0.0, m, every, gaps, True)
         out[g] = margins_of(every, gaps, gap_tol, m[11], m[12])
 
 
@@ -324,7 +333,7 @@ def _coarse_candidate(target_r, target_p, q7, q_ref, use_ref, wanted, gap_tol, m
                       gaps, best_cost, best_q7, best_row):
     """Fold the branches at q7 into the best (cost, q7, row) so far (see coarse_move)."""
     lower, upper = m[11], m[12]
-    all_branches(target_r, target_p, q7, 0.0, 0.0, m, every, gaps)
+    all_branches(target_r, target_p, q7, 0.0, 0.0, m, every, gaps, True)
     for row in range(8):
         if branch_margin(every[row], gaps[row // 4], gap_tol, lower, upper) >= 0.0:
             cost = _coarse_cost(every[row], q_ref, use_ref, q7, wanted)
@@ -486,7 +495,7 @@ def swivel_and_branch(q, m, fk, frames):
     v = sub3(elbow, shoulder)
     psi = math.atan2(dot3(v, e2), dot3(v, e1))
     e = 1.0 if wrap_angle(q[3] - phase) >= 0.0 else -1.0
-    phi, _, _ = elbow_roots(e, u, e1, d_clamped, undone, z6, m)
+    phi, _, _, _ = elbow_roots(e, u, e1, d_clamped, undone, z6, m)
     r = 1.0 if wrap_angle(psi - phi) >= 0.0 else -1.0
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])
     s = 1.0 if dot3(mat_vec(rodrigues(w2[0], w2[1], w2[2], q[1]), w3),
@@ -503,7 +512,7 @@ def swivel_miss(target_r, target_p, q7, elbow_sign, root_sign, psi, pole, use_po
     axes, shoulder = m[0], m[1]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
-    phi, half, k = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
+    phi, half, k, _ = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
     wanted = psi
     if use_pole:
         v = sub3(pole, shoulder)

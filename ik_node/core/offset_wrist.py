@@ -61,8 +61,11 @@ BISECTION_STEPS = 40
 # The coarse grid on which a new q7 is first looked for when the wanted one
 # has no solution within the limits.
 Q7_COARSE = 33
-# ... searched outward from the wanted q7 this many grid steps at a time.
-COARSE_RING = 4
+# ... searched outward from the wanted q7 this many grid steps at a time, and
+# the edge toward it bisected this many times (to ~1e-8 rad: the solution is
+# exact at any q7, the edge need not be).
+COARSE_RING = 2
+COARSE_STEPS = 24
 # Cells of that grid where a branch's joint moves by more than this (rad)
 # are split REFINE_SPLIT ways, up to REFINE_LEVELS times (0.023 rad / 8^4 ~
 # 6e-6 rad at the finest).
@@ -221,12 +224,11 @@ class AnalyticOffsetWrist(IKSolver):
         return np.array(q), status == offset_kernels.WITHIN_LIMITS, float(pos), float(rot), \
             float(gap)
 
-    def _margins(self, target: FloatArray, q7s: FloatArray,
-                 gap_tol: float = SEARCH_GAP) -> FloatArray:
+    def _margins(self, target: FloatArray, q7s: FloatArray) -> FloatArray:
         """Feasibility margins (len(q7s), 8) of every branch (offset_kernels.margin_grid)."""
         out = self._rows(len(q7s), 8)
         self._kernels.margin_grid(self._arg(target), self._arg(np.ascontiguousarray(q7s)),
-                                  gap_tol, self._m, self._every, self._gaps, out)
+                                  SEARCH_GAP, self._m, self._every, self._gaps, out)
         return np.asarray(out, dtype=np.float64).reshape(-1, 8)
 
     def _edge(self, target: FloatArray, row: int, inside: float, outside: float) -> float:
@@ -260,9 +262,10 @@ class AnalyticOffsetWrist(IKSolver):
         """
         target = check_pose(T_target)
         q7 = self._check_angle(q7, 'q7')
-        margins = self._margins(target, np.array([q7]), REACH_TOL_M)[0]
-        qs = self._solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, q7), BRANCHES)[0]
-        return distinct(qs[margins >= 0.0])
+        qs, gaps = self._solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, q7),
+                                     BRANCHES)
+        lo, hi = self.model.arm.lower, self.model.arm.upper
+        return distinct(qs[(gaps <= REACH_TOL_M) & np.all((qs >= lo) & (qs <= hi), axis=1)])
 
     def solve_batch(self, T_targets, q7, branch) -> Tuple[FloatArray, FloatArray]:
         """Solve many targets at once for given q7 values and branches.
@@ -443,10 +446,11 @@ class AnalyticOffsetWrist(IKSolver):
                 return self._result(start, q, False, pos, rot, gap,
                                     f'no branch reaches the pose within the limits at q7 = '
                                     f'{wanted:.6g} rad')
-            preferred = None if q_ref is None else self._swivel_and_branch(q_ref)[1]
-            order = BRANCHES if preferred is None else _ORDERS[preferred]
+            order = BRANCHES
             moved = self._coarse_move(target, q7_default, q_ref)
             if moved is None:
+                preferred = None if q_ref is None else self._swivel_and_branch(q_ref)[1]
+                order = BRANCHES if preferred is None else _ORDERS[preferred]
                 moved = self._nearest_feasible(target, q7_default, order, preferred)
             if moved is None:
                 return self._result(start, q, False, pos, rot, gap,
@@ -513,7 +517,7 @@ class AnalyticOffsetWrist(IKSolver):
         lo7, hi7 = float(self._grid[0]), float(self._grid[-1])
         moved = self._kernels.coarse_move(
             self._arg(target), float(q7), self._arg(q_ref if q_ref is not None else self._zeros),
-            q_ref is not None, lo7, hi7, Q7_COARSE, COARSE_RING, SEARCH_GAP, BISECTION_STEPS,
+            q_ref is not None, lo7, hi7, Q7_COARSE, COARSE_RING, SEARCH_GAP, COARSE_STEPS,
             self._m, self._every, self._gaps, self._reach)
         return None if math.isnan(moved) else float(moved)
 
