@@ -190,6 +190,9 @@ class AnalyticOffsetWrist(IKSolver):
         self.solve(target)
         self.solve(target, q, pole=self.model.arm.shoulder + np.array([0.0, 0.0, 1.0]))
         self.feasible_q7(target, self.branch_of(q))
+        # The searches for a q7 to move to, whether or not this pose needed them.
+        self._coarse_move(target, float(moved[6]), q)
+        self._nearest_feasible(target, float(moved[6]), BRANCHES, self.branch_of(q))
 
     # -- the kernels, with this backend's containers ------------------------------
 
