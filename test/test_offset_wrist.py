@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from ik_node import Chain, InvalidInputError, JacobianIK, ModelError
 from ik_node.core.offset_wrist import AnalyticOffsetWrist
 from ik_node.core.solver import make_solver
-from ik_node.core.tracker import MotionTracker, TrackerConfig
 from ik_node.core.srs import AnalyticSRS, BRANCHES
+from ik_node.core.tracker import MotionTracker, TrackerConfig
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
@@ -345,8 +345,11 @@ def test_the_compiled_twin_equals_the_interpreted_reference(name):
 
 @pytest.mark.parametrize('name', sorted(CHAINS))
 def test_the_tracker_reaches_targets_and_turns_the_elbow_to_a_pole(name):
-    """The motion tracker on the node's 'auto' solver: every command within the limits
-    (speed, acceleration, position), targets reached, the elbow facing a pole."""
+    """Run the motion tracker on the node's 'auto' solver, a pole at the end.
+
+    Every command within the limits (speed, acceleration, position), targets
+    reached, the elbow facing the pole.
+    """
     from test_tracker import Judge
     chain = CHAINS[name]
     solver = make_solver(chain)

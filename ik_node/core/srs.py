@@ -156,6 +156,22 @@ class SRSModel:
     reach_high: float
 
 
+def compiled_entry(dispatcher):
+    """Return the machine-code entry of a numba function compiled for one signature, or None.
+
+    Calling it skips numba's type dispatch (resolving a named tuple of arrays
+    costs ~2 us, more than a polish iteration); only for arguments of that
+    signature (the caller checks dtype and layout; the rest are its own).
+    """
+    try:
+        signatures = dispatcher.signatures
+        if len(signatures) != 1:
+            return None
+        return dispatcher.overloads[signatures[0]].entry_point
+    except (AttributeError, KeyError):   # another numba's internals: dispatch as usual
+        return None
+
+
 def distinct(qs: FloatArray) -> List[FloatArray]:
     """Rows of qs (K, n) with the repeats (within 1e-9 rad) left out, in order."""
     unique: List[FloatArray] = []
@@ -348,6 +364,7 @@ class AnalyticSRS(IKSolver):
         self.deviation = float(deviation)
         self._polisher: Optional[JacobianIK] = None
         self._lm_args: Optional[tuple] = None
+        self._lm_entry = None   # the compiled polish without numba's dispatch (~2 us of 8)
         self.model_note = 'exact SRS arm'
         if self.deviation > MEET_TOL_M:
             self.model_note = (f'near-SRS arm: solved on the nearest exact SRS model '
@@ -467,8 +484,16 @@ class AnalyticSRS(IKSolver):
             return out, bool(ok), r
         fk, lower, upper, w6, max_step = self._lm_args
         assert polisher._jit is not None   # _lm_args are set for the compiled polisher only
-        out, ok, r = polisher._jit.polish(fk, lower, upper, target, q, w6, max_step,
-                                          POLISH_ITERATIONS, POLISH_TOL)
+        entry = self._lm_entry
+        if entry is not None and target.dtype == np.float64 and q.dtype == np.float64 and \
+                target.flags.c_contiguous and q.flags.c_contiguous:
+            out, ok, r = entry(fk, lower, upper, target, q, w6, max_step, POLISH_ITERATIONS,
+                               POLISH_TOL)
+            return out, bool(ok), r
+        polish = polisher._jit.polish
+        out, ok, r = polish(fk, lower, upper, target, q, w6, max_step, POLISH_ITERATIONS,
+                            POLISH_TOL)
+        self._lm_entry = compiled_entry(polish)
         return out, bool(ok), r
 
     def _fallback_starts(self, target: FloatArray, q: FloatArray):
