@@ -375,3 +375,21 @@ def test_the_tracker_reaches_targets_and_turns_the_elbow_to_a_pole(name):
         assert max(pose_errors(chain, tracker.q, target)) <= 1e-6
     assert abs(wrap(swivel(chain, tracker.q, shoulder) -
                     swivel(chain, tracker.q, shoulder, pole))) < 1e-3
+
+
+def test_a_continuous_joint_7_is_searched_over_one_turn():
+    text = TEXT['panda'].replace(
+        '<joint name="panda_joint7" type="revolute">', '<joint name="panda_joint7" '
+        'type="continuous">', 1)
+    assert text != TEXT['panda']
+    chain = Chain.from_urdf_string(text, 'panda_link0', 'tool0')
+    assert not np.isfinite(chain.upper[6])
+    solver = AnalyticOffsetWrist.from_chain(chain, backend='numpy')
+    rng = np.random.default_rng(4)
+    for q in rng.uniform(CHAINS['panda'].lower, CHAINS['panda'].upper, size=(10, 7)):
+        target = forward(chain, q)
+        for res in (solver.solve(target), solver.solve(target, q7=q[6] + 2 * math.pi),
+                    solver.solve(target, swivel=solver.swivel_of(q))):
+            assert res.success, res.reason
+            assert max(pose_errors(chain, res.q, target)) <= EXACT
+            assert np.all(np.isfinite(res.q))

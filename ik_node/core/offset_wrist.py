@@ -169,9 +169,12 @@ class AnalyticOffsetWrist(IKSolver):
         self._gaps = np.zeros(2) if self.backend == 'numba' else [0.0, 0.0]
         self._zeros = np.zeros(7)
         self._reach = np.zeros(6) if self.backend == 'numba' else [0.0] * 6
+        # q7 is searched over its limits; over one turn where it has none (continuous).
         lo7, hi7 = float(a.lower[6]), float(a.upper[6])
+        if not (math.isfinite(lo7) and math.isfinite(hi7)):
+            lo7, hi7 = -math.pi, math.pi
         self._grid = np.linspace(lo7, hi7, Q7_GRID)
-        self._q7_mid = 0.5 * (lo7 + hi7) if math.isfinite(lo7 + hi7) else 0.0
+        self._q7_mid = 0.5 * (lo7 + hi7)
 
     @classmethod
     def from_chain(cls, chain: Chain, backend: str = 'auto') -> 'AnalyticOffsetWrist':
