@@ -49,7 +49,7 @@ import math
 from ik_node.core.kernels import add3, chain_frames, cross3, dot3, mat_mul, mat_mul_t, \
     mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, unit3, vec3
-from ik_node.core.srs_kernels import elbow_part, elbow_point, into_limits, sp1, \
+from ik_node.core.srs_kernels import branch_row, elbow_part, elbow_point, into_limits, sp1, \
     spherical_within, swivel_basis, wrap_angle
 
 # Below this |(A, B)| the cone condition does not depend on the swivel angle
@@ -61,6 +61,8 @@ NO_ROOT_MARGIN = -1000.0
 # A reach edge (reach_q7s) computes on either side of the reach by rounding:
 # the searches sample this far (rad) to each side of it instead.
 REACH_NUDGE = 1e-7
+# Room for every reach sample: 2 extremes and 4 edges x 2 sides, 7 shifts each.
+REACH_SAMPLES = 70
 # Status of solve_ordered (as srs_kernels).
 WITHIN_LIMITS = 0
 NO_BRANCH_WITHIN_LIMITS = 2
@@ -108,6 +110,28 @@ def reach_q7s(rows, m, out):
         half = math.acos(k) if abs(k) <= 1.0 else math.nan
         out[2 + 2 * i] = phase + half
         out[3 + 2 * i] = phase - half
+
+
+def reach_samples(rows, lo7, hi7, m, reach, out):
+    """Fill out with the target's reach values (reach_q7s) as q7 samples in (lo7, hi7).
+
+    Returns how many. The extremes as they are, each reach edge 1e-7 rad to
+    either side of it (REACH_NUDGE: the edge itself computes on either side
+    by rounding), all shifted by 2 pi k into the range. ``reach`` (6) is
+    scratch; ``out`` (REACH_SAMPLES) gets the samples.
+    """
+    reach_q7s(rows, m, reach)
+    count = 0
+    for i in range(6):
+        for side in range(-1, 2):
+            if (i < 2) != (side == 0):
+                continue
+            for k in range(-3, 4):
+                v = reach[i] + 2.0 * math.pi * k + side * REACH_NUDGE
+                if lo7 < v < hi7:   # False for NaN (no edge)
+                    out[count] = v
+                    count += 1
+    return count
 
 
 def parameter_geometry(target_r, target_p, q7, m):
@@ -304,18 +328,21 @@ def margin_edge(rows, row, inside, outside, gap_tol, steps, m):
     is not; returns the last feasible q7 found. Only that branch is solved.
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
-    lower, upper = m[11], m[12]
-    e = 1.0 if row < 4 else -1.0
-    s = 1.0 if row % 4 < 2 else -1.0
-    r = 1.0 if row % 2 == 0 else -1.0
     for _ in range(steps):
         mid = 0.5 * (inside + outside)
-        q, gap = solve_one(target_r, target_p, mid, e, s, r, 0.0, 0.0, m)
-        if branch_margin(q, gap, gap_tol, lower, upper) >= 0.0:
+        if row_margin(target_r, target_p, mid, row, gap_tol, m) >= 0.0:
             inside = mid
         else:
             outside = mid
     return inside
+
+
+def row_margin(target_r, target_p, q7, row, gap_tol, m):
+    """Feasibility margin (see margin_grid) of branch ``row`` alone at q7."""
+    q, gap = solve_one(target_r, target_p, q7, 1.0 if row < 4 else -1.0,
+                       1.0 if row % 4 < 2 else -1.0, 1.0 if row % 2 == 0 else -1.0, 0.0, 0.0,
+                       m)
+    return branch_margin(q, gap, gap_tol, m[11], m[12])
 
 
 def _coarse_cost(q, q_ref, use_ref, q7, wanted):
@@ -343,40 +370,31 @@ def _coarse_candidate(target_r, target_p, q7, q_ref, use_ref, wanted, gap_tol, m
 
 
 def coarse_move(rows, wanted, q_ref, use_ref, lo7, hi7, count, ring, gap_tol, steps, m, every,
-                gaps, reach):
+                gaps, reach, special):
     """q7 (rad) to move to when no branch reaches the pose at ``wanted``; NaN if none found.
 
     ``count`` points evenly over [lo7, hi7] are searched outward from
-    ``wanted`` ``ring`` steps at a time (each ring with the target's reach
-    extremes and edges, reach_q7s, shifted by 2 pi k into the limits, that
-    are as far from wanted); within the first ring with a feasible solution
-    the one nearest q_ref in joint space wins (without ``use_ref``: the q7
-    nearest wanted);
-    its branch is followed toward ``wanted`` to its feasibility edge
-    (bisected ``steps`` times) when the next point that way is infeasible.
-    ``every`` (8 rows of 7), ``gaps`` (2) and ``reach`` (6) are scratch.
+    ``wanted`` ``ring`` steps at a time, each ring with the target's reach
+    samples (reach_samples) as far from wanted; within the first ring with a
+    feasible solution the one nearest q_ref in joint space wins (without
+    ``use_ref``: the q7 nearest wanted); its branch is followed toward
+    ``wanted`` to its feasibility edge (bisected ``steps`` times) when the next
+    point that way is infeasible. ``every`` (8 rows of 7), ``gaps`` (2),
+    ``reach`` (6) and ``special`` (REACH_SAMPLES) are scratch.
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
-    lower, upper = m[11], m[12]
     spacing = (hi7 - lo7) / (count - 1)
     centre = int(round((min(max(wanted, lo7), hi7) - lo7) / spacing))
+    specials = reach_samples(rows, lo7, hi7, m, reach, special)
     best_cost, best_q7, best_row = math.inf, math.nan, -1
-    reach_q7s(rows, m, reach)
     step = 0
     while step < count and best_row < 0:
-        # The reach values within this ring's distance from the wanted q7.
         near, far = (step - 0.5) * spacing, (step + ring - 0.5) * spacing
-        for i in range(6):
-            for k in range(-3, 4):
-                for side in range(-1, 2):
-                    if i < 2 and side != 0:
-                        continue
-                    # The reach edges themselves round to either side: just inside.
-                    v = reach[i] + 2.0 * math.pi * k + side * REACH_NUDGE
-                    if lo7 < v < hi7 and near <= abs(v - wanted) < far and (i < 2 or side):
-                        best_cost, best_q7, best_row = _coarse_candidate(
-                            target_r, target_p, v, q_ref, use_ref, wanted, gap_tol, m,
-                            every, gaps, best_cost, best_q7, best_row)
+        for i in range(specials):
+            if near <= abs(special[i] - wanted) < far:
+                best_cost, best_q7, best_row = _coarse_candidate(
+                    target_r, target_p, special[i], q_ref, use_ref, wanted, gap_tol, m, every,
+                    gaps, best_cost, best_q7, best_row)
         for d in range(step, step + ring):
             if d > 0 and centre - d >= 0:
                 best_cost, best_q7, best_row = _coarse_candidate(
@@ -389,16 +407,10 @@ def coarse_move(rows, wanted, q_ref, use_ref, lo7, hi7, count, ring, gap_tol, st
         step += ring
     if best_row < 0:
         return math.nan
-    e = 1.0 if best_row < 4 else -1.0
-    s = 1.0 if best_row % 4 < 2 else -1.0
-    r = 1.0 if best_row % 2 == 0 else -1.0
     toward = best_q7 - spacing if best_q7 > wanted else best_q7 + spacing
     if (toward - wanted) * (best_q7 - wanted) <= 0.0:
         toward = wanted
-    if toward == best_q7:
-        return best_q7
-    q, gap = solve_one(target_r, target_p, toward, e, s, r, 0.0, 0.0, m)
-    if branch_margin(q, gap, gap_tol, lower, upper) >= 0.0:
+    if toward == best_q7 or row_margin(target_r, target_p, toward, best_row, gap_tol, m) >= 0.0:
         return best_q7
     return margin_edge(rows, best_row, best_q7, toward, gap_tol, steps, m)
 
@@ -446,8 +458,7 @@ def solve_ordered(target_r, target_p, q7, branches, fallback1, fallback5, m, fk,
     all_branches(target_r, target_p, q7, fallback1, fallback5, m, every, gaps)
     best, best_cost = -1, 0.0
     for i in range(len(branches)):
-        b = branches[i]
-        row = (0 if b[0] > 0 else 4) + (0 if b[1] > 0 else 2) + (0 if b[2] > 0 else 1)
+        row = branch_row(branches[i])
         cand = every[row]
         if use_ref:
             every[row] = toward_reference(cand, q_ref, lower, upper)
@@ -462,9 +473,7 @@ def solve_ordered(target_r, target_p, q7, branches, fallback1, fallback5, m, fk,
                 break
     status = WITHIN_LIMITS
     if best < 0:
-        b = branches[0]
-        best = (0 if b[0] > 0 else 4) + (0 if b[1] > 0 else 2) + (0 if b[2] > 0 else 1)
-        status = NO_BRANCH_WITHIN_LIMITS
+        best, status = branch_row(branches[0]), NO_BRANCH_WITHIN_LIMITS
     chosen = every[best]
     q = (chosen[0], chosen[1], chosen[2], chosen[3], chosen[4], chosen[5], chosen[6])
     tip_r, tip_p = chain_frames(q, fk, frames)

@@ -169,6 +169,8 @@ class AnalyticOffsetWrist(IKSolver):
         self._gaps = np.zeros(2) if self.backend == 'numba' else [0.0, 0.0]
         self._zeros = np.zeros(7)
         self._reach = np.zeros(6) if self.backend == 'numba' else [0.0] * 6
+        size = offset_kernels.REACH_SAMPLES
+        self._special = np.zeros(size) if self.backend == 'numba' else [0.0] * size
         # q7 is searched over its limits; over one turn where it has none (continuous).
         lo7, hi7 = float(a.lower[6]), float(a.upper[6])
         if not (math.isfinite(lo7) and math.isfinite(hi7)):
@@ -270,8 +272,7 @@ class AnalyticOffsetWrist(IKSolver):
         q7 = self._check_angle(q7, 'q7')
         qs, gaps = self._solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, q7),
                                      BRANCHES)
-        lo, hi = self.model.arm.lower, self.model.arm.upper
-        return distinct(qs[(gaps <= REACH_TOL_M) & np.all((qs >= lo) & (qs <= hi), axis=1)])
+        return distinct(qs[self._reaches(qs, gaps)])
 
     def solve_batch(self, T_targets, q7, branch) -> Tuple[FloatArray, FloatArray]:
         """Solve many targets at once for given q7 values and branches.
@@ -299,9 +300,12 @@ class AnalyticOffsetWrist(IKSolver):
         if not np.all(np.abs(branches) == 1.0):
             raise InvalidInputError('branch: expected signs +1 / -1')
         q, gaps = self._solve_batch(targets, q7s, branches)
+        return q, self._reaches(q, gaps)
+
+    def _reaches(self, qs: FloatArray, gaps: FloatArray) -> FloatArray:
+        """Rows (K,) of solutions qs (K, 7) with gaps (K,) that reach the pose within limits."""
         lo, hi = self.model.arm.lower, self.model.arm.upper
-        valid = (gaps <= REACH_TOL_M) & np.all((q >= lo) & (q <= hi), axis=1)
-        return q, valid
+        return (gaps <= REACH_TOL_M) & np.all((qs >= lo) & (qs <= hi), axis=1)
 
     def _solve_batch(self, targets, q7s, branches) -> Tuple[FloatArray, FloatArray]:
         n = targets.shape[0]
@@ -372,27 +376,16 @@ class AnalyticOffsetWrist(IKSolver):
         return q7s, margins
 
     def _grid_for(self, target: FloatArray) -> FloatArray:
-        """Return the q7 grid with the target's reach extremes and edges added."""
-        return self._with_reach_q7s(target, self._grid)
+        """Return the q7 grid with the target's reach samples (reach_samples) added.
 
-    def _with_reach_q7s(self, target: FloatArray, grid: FloatArray) -> FloatArray:
-        """Return ``grid`` with the target's reach extremes and edges (reach_q7s) added.
-
-        Those (shifted by 2 pi k into joint 7's limits) fall inside or on the
-        edges of a band of reachable q7 narrower than the grid.
+        Those fall inside or on the edges of a band of reachable q7 narrower
+        than the grid.
         """
-        special = np.full(6, np.nan)
-        out = special if self.backend == 'numba' else [0.0] * 6
-        self._kernels.reach_q7s(self._arg(target), self._m, out)
-        special = np.asarray(out, dtype=np.float64)
-        # The extremes as they are, the reach edges just to either side (rounding).
-        nudge = offset_kernels.REACH_NUDGE
-        special = np.concatenate((special[:2], special[2:] - nudge, special[2:] + nudge))
-        special = special[np.isfinite(special)]
-        lo7, hi7 = self._grid[0], self._grid[-1]
-        shifted = (special[:, None] + 2.0 * np.pi * np.arange(-3, 4)[None, :]).ravel()
-        inside = shifted[(shifted > lo7) & (shifted < hi7)]
-        return np.unique(np.concatenate((grid, inside)))
+        count = self._kernels.reach_samples(self._arg(target), float(self._grid[0]),
+                                            float(self._grid[-1]), self._m, self._reach,
+                                            self._special)
+        special = np.asarray(self._special[:count], dtype=np.float64)
+        return np.unique(np.concatenate((self._grid, special)))
 
     def _branch_grid(self, target: FloatArray, q7s: FloatArray):
         """Every branch's solution (K, 8, 7) and margin (K, 8) at q7s (K,)."""
@@ -524,7 +517,7 @@ class AnalyticOffsetWrist(IKSolver):
         moved = self._kernels.coarse_move(
             self._arg(target), float(q7), self._arg(q_ref if q_ref is not None else self._zeros),
             q_ref is not None, lo7, hi7, Q7_COARSE, COARSE_RING, SEARCH_GAP, COARSE_STEPS,
-            self._m, self._every, self._gaps, self._reach)
+            self._m, self._every, self._gaps, self._reach, self._special)
         return None if math.isnan(moved) else float(moved)
 
     def _nearest_feasible(self, target, q7, order, preferred) -> Optional[float]:
