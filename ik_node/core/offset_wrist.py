@@ -42,11 +42,10 @@ from ik_node.core import kernels, offset_kernels
 from ik_node.core.backend import load_compiled
 from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.kernels import ORTHONORMAL_TOL
-from ik_node.core.result import check_pose, IKResult, IKSolver
+from ik_node.core.result import check_pose, IKResult
 from ik_node.core.srs import _check_planar_elbow, _line_gap, _meeting_point, _model_of, \
-    _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, MEET_TOL_M, \
-    ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
+    _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, KernelSolver, \
+    MEET_TOL_M, ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
 import numpy as np
 import numpy.typing as npt
 
@@ -129,7 +128,7 @@ def offset_wrist_model(chain: Chain) -> OffsetWristModel:
                             normal6=normal6, offset7=offset7)
 
 
-class AnalyticOffsetWrist(IKSolver):
+class AnalyticOffsetWrist(KernelSolver):
     """Closed-form IK of an offset-wrist 7-DoF arm: q7 or swivel given, every branch, limits.
 
     Build with :meth:`from_chain` (ModelError when the chain is not in the
@@ -200,21 +199,6 @@ class AnalyticOffsetWrist(IKSolver):
         self._nearest_feasible(target, float(moved[6]), BRANCHES, self.branch_of(q))
 
     # -- the kernels, with this backend's containers ------------------------------
-
-    def _rows(self, count: int, width: int):
-        """Scratch rows for a kernel: an array compiled, a list under CPython."""
-        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
-
-    def _arg(self, array: FloatArray):
-        """Return the array for the compiled kernels, nested lists for CPython."""
-        return array if self.backend == 'numba' else array.tolist()
-
-    def _check_pose(self, pose) -> FloatArray:
-        """check_pose, with a compiled fast path for the valid case."""
-        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
-                and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
-            return pose
-        return check_pose(pose)  # raises with the reason
 
     def _solve_ordered(self, target: FloatArray, q7: float, order: FloatArray,
                        q_ref: Optional[FloatArray]):

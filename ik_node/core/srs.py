@@ -41,7 +41,7 @@ angle. References: Tolani, Goswami & Badler 2000 (IKAN); Shimizu et al. 2008
 from dataclasses import dataclass
 import math
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ik_node.core import kernels, local_ik, srs_kernels
 from ik_node.core.backend import load_compiled
@@ -170,6 +170,12 @@ def compiled_entry(dispatcher):
         return dispatcher.overloads[signatures[0]].entry_point
     except (AttributeError, KeyError):   # another numba's internals: dispatch as usual
         return None
+
+
+def residual_norms(r: FloatArray) -> Tuple[float, float]:
+    """Position (m) and orientation (rad) norms of a pose residual (6,)."""
+    x, y, z, rx, ry, rz = r.tolist()
+    return math.sqrt(x * x + y * y + z * z), math.sqrt(rx * rx + ry * ry + rz * rz)
 
 
 def distinct(qs: FloatArray) -> List[FloatArray]:
@@ -334,7 +340,33 @@ def _reach_range(a, b, w4, lower4, upper4) -> Tuple[float, float]:
     return min(values), max(values)
 
 
-class AnalyticSRS(IKSolver):
+class KernelSolver(IKSolver):
+    """What the closed-form solvers share: calling one-source kernels on either backend.
+
+    Subclasses set ``backend`` ('numba' or 'numpy') and ``_k`` (the kernels
+    module of that backend).
+    """
+
+    backend: str
+    _k: Any
+
+    def _rows(self, count: int, width: int):
+        """Scratch rows for a kernel: an array compiled, a list under CPython."""
+        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
+
+    def _arg(self, array: FloatArray):
+        """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
+        return array if self.backend == 'numba' else array.tolist()
+
+    def _check_pose(self, pose) -> FloatArray:
+        """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
+        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
+                and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
+            return pose
+        return check_pose(pose)  # raises with the reason
+
+
+class AnalyticSRS(KernelSolver):
     """Closed-form IK of a 7-DoF SRS arm: every branch, swivel angle, pole target, limits.
 
     Build with :meth:`from_chain`; raises ModelError when the chain is not SRS.
@@ -452,12 +484,17 @@ class AnalyticSRS(IKSolver):
             (q (7,), converged within the limits, position error m, orientation error rad).
 
         """
-        assert self._polisher is not None
         out, ok, r = self._levenberg_marquardt(target, q)   # starts from q within the limits
         if ok:
-            x, y, z, rx, ry, rz = r.tolist()
-            return out, True, math.sqrt(x * x + y * y + z * z), \
-                math.sqrt(rx * rx + ry * ry + rz * rz)
+            return (out, True) + residual_norms(r)
+        return self._fallback_polish(target, q)
+
+    def _fallback_polish(self, target: FloatArray,
+                         q: FloatArray) -> Tuple[FloatArray, bool, float, float]:
+        """Polish q (7,) where LM from it failed: Gauss-Newton restarts, then the rescue.
+
+        Returns what :meth:`_polish` returns.
+        """
         for start in self._fallback_starts(target, q):
             out, ok = local_ik.polish(self.chain, start, target, POLISH_TOL, NEWTON_ITERATIONS)
             if ok:
@@ -538,14 +575,6 @@ class AnalyticSRS(IKSolver):
         self.solve(target, q, pole=self.model.shoulder + np.array([0.0, 0.0, 1.0]))
 
     # -- the kernels, with this backend's containers ------------------------------
-
-    def _rows(self, count: int, width: int):
-        """Scratch rows for a kernel: an array compiled, a list under CPython."""
-        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
-
-    def _arg(self, array: FloatArray):
-        """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
-        return array if self.backend == 'numba' else array.tolist()
 
     def _solve_batch(self, targets, psi, branch, q1_fallback, q5_fallback) -> FloatArray:
         """Joint vectors (N, 7) for targets (N, 4, 4), swivel psi (N,), branches (N, 3)."""
@@ -811,7 +840,7 @@ class AnalyticSRS(IKSolver):
         elbow the swivel is ill-defined and the chain reaches over a narrow
         band of swivel angles only, and near a limit the chain's solution
         can need another swivel than the model's. Then the Gauss-Newton
-        fallbacks and the rescue of :meth:`_polish`.
+        fallbacks and the rescue (:meth:`_fallback_polish`).
         """
         polished, ok, residual = self._levenberg_marquardt(target, q)
         if not ok:
@@ -820,10 +849,9 @@ class AnalyticSRS(IKSolver):
                 if ok:
                     break
         if ok:
-            x, y, z, rx, ry, rz = residual.tolist()
-            pos, rot = math.sqrt(x * x + y * y + z * z), math.sqrt(rx * rx + ry * ry + rz * rz)
-        else:
-            polished, ok, pos, rot = self._polish(target, q)
+            pos, rot = residual_norms(residual)
+        else:   # LM from q already failed: the rest of the polish
+            polished, ok, pos, rot = self._fallback_polish(target, q)
         if not ok and not reason:
             reason = (f'the near-SRS polish did not converge: residual {pos:.3g} m / '
                       f'{rot:.3g} rad')
@@ -862,13 +890,6 @@ class AnalyticSRS(IKSolver):
             bent = start.copy()
             bent[3] = math.copysign(ELBOW_NUDGES[0], start[3])
             yield np.clip(bent, lo, hi)
-
-    def _check_pose(self, pose) -> FloatArray:
-        """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
-        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
-                and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
-            return pose
-        return check_pose(pose)  # raises with the reason
 
     def _near_stretched(self, d: float) -> bool:
         """Return True when the swivel circle radius is below STRETCHED_RADIUS x L1."""
