@@ -82,18 +82,9 @@ def follow(chain: Chain, reference: FloatArray, target: FloatArray,
         reference).
 
     """
-    q = np.clip(np.array(reference, dtype=np.float64), chain.lower, chain.upper)
-    pose, jac = chain.forward_and_jacobian(q)
-    r = pose_residual(target, pose)
-    errors = start = _errors(r)
-    for _ in range(iterations):
-        if errors[0] <= TOLERANCE[0] and errors[1] <= TOLERANCE[1]:
-            break
-        taken = _descend(chain, target, q, damped_step(jac, r), errors)
-        if taken is None:
-            break
-        q, jac, r, errors = taken
-    converged = errors[0] <= TOLERANCE[0] and errors[1] <= TOLERANCE[1]
+    q, start, errors, converged = _iterate(chain, reference, target,
+                                           lambda jac, r, q: damped_step(jac, r), TOLERANCE,
+                                           iterations)
     before = start[0] ** 2 + start[1] ** 2
     left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
     return q, left, converged
@@ -110,19 +101,35 @@ def polish(chain: Chain, start: FloatArray, target: FloatArray, tolerance: float
     points outward held there (their columns dropped: the others make up for
     them). Returns (q within the limits, converged to ``tolerance`` m and rad).
     """
+    q, _, _, converged = _iterate(chain, start, target,
+                                  lambda jac, r, q: _step_within_limits(chain, jac, r, q),
+                                  (tolerance, tolerance), iterations)
+    return q, converged
+
+
+def _iterate(chain: Chain, start: FloatArray, target: FloatArray, step_of,
+             tolerance: Tuple[float, float], iterations: int):
+    """Take at most ``iterations`` descending steps ``step_of(jac, r, q)`` from ``start`` (n,).
+
+    Each step (or a shortened one, :func:`_descend`) is taken only if it
+    lowers the error; stops when within ``tolerance`` (m, rad) or stuck.
+
+    Returns:
+        (q (n,) within the limits, errors at the start, errors at q, converged).
+
+    """
     q = np.clip(np.array(start, dtype=np.float64), chain.lower, chain.upper)
     pose, jac = chain.forward_and_jacobian(q)
     r = pose_residual(target, pose)
-    errors = _errors(r)
+    errors = first = _errors(r)
     for _ in range(iterations):
-        if errors[0] <= tolerance and errors[1] <= tolerance:
-            return q, True
-        step = _step_within_limits(chain, jac, r, q)
-        taken = _descend(chain, target, q, step, errors)
+        if errors[0] <= tolerance[0] and errors[1] <= tolerance[1]:
+            break
+        taken = _descend(chain, target, q, step_of(jac, r, q), errors)
         if taken is None:
             break
         q, jac, r, errors = taken
-    return q, errors[0] <= tolerance and errors[1] <= tolerance
+    return q, first, errors, errors[0] <= tolerance[0] and errors[1] <= tolerance[1]
 
 
 def _step_within_limits(chain: Chain, jac: FloatArray, r: FloatArray,
