@@ -82,11 +82,15 @@ def run_solver(chain, solve, targets, seeds):
 def _ours(chain, backend, timeout_s=None):
     solver = JacobianIK(chain, backend=backend, timeout_s=timeout_s)
     solver.solve(chain.forward(chain.mid_limits()), chain.mid_limits())  # compile / warm up
+    return solver.backend, _seeded(solver)
 
+
+def _seeded(solver):
+    """``solve(T, seed) -> (q, seconds, iterations, restarts)`` of an ik_node solver."""
     def solve(target, seed):
         res = solver.solve(target, seed)
         return res.q, res.elapsed_s, res.iterations, res.restarts
-    return solver.backend, solve
+    return solve
 
 
 def _auto(chain, backend):
@@ -95,11 +99,7 @@ def _auto(chain, backend):
     if isinstance(solver, JacobianIK):
         return None
     solver.warm_up(chain.mid_limits())  # every path compiled before the timing
-
-    def solve(target, seed):
-        res = solver.solve(target, seed)
-        return res.q, res.elapsed_s, res.iterations, res.restarts
-    return f'auto: {type(solver).__name__} ({solver.backend})', solve
+    return f'auto: {type(solver).__name__} ({solver.backend})', _seeded(solver)
 
 
 def _peers(urdf_path, chain):
