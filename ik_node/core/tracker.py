@@ -233,6 +233,7 @@ class MotionTracker:
         self.time = float(time)
         (compiled,) = load_compiled(backend, '_compiled')
         self._limits = limits if compiled is None else compiled.L
+        self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
         self._a_max = np.array(self.config.accelerations(chain.n))
         self._posture = self._posture_of(self.config)
         self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
@@ -410,7 +411,7 @@ class MotionTracker:
         """
         config.check(self.chain.n)
         self.solver.set_budget(config.ik_timeout)
-        self._a_max = np.array(config.accelerations(self.chain.n))
+        self._a_max = np.minimum(config.accelerations(self.chain.n), self._a_cap)
         self._posture = self._posture_of(config)
         self.trajectory.max_linear_speed = config.max_linear_speed
         self.trajectory.max_angular_speed = config.max_angular_speed
@@ -421,6 +422,19 @@ class MotionTracker:
                 self.mode = 'trajectory'
             else:
                 self.mode = 'direct'
+
+    @property
+    def accelerations(self) -> FloatArray:
+        """The acceleration limits (n,) of the configuration, chain order (before any cap)."""
+        return np.array(self.config.accelerations(self.chain.n))
+
+    def cap_accelerations(self, cap) -> None:
+        """Use at most ``cap`` (n,) as acceleration limits (a jerk stage's bound; inf: none).
+
+        A lowered limit applies as the limiting step allows (braking).
+        """
+        self._a_cap = np.array(cap, dtype=np.float64)
+        self._a_max = np.minimum(self.accelerations, self._a_cap)
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
@@ -474,6 +488,29 @@ class MotionTracker:
         if self.mode == 'twist' and self._twist is not None:
             self._bound_twist_lead()
         return self.command_now()
+
+    def brake(self, time: float) -> Command:
+        """Step toward rest for the time elapsed, at the acceleration limits, within every limit.
+
+        The stream's braking tail (:mod:`ik_node.core.stream`): the limiting
+        step with no goal. The goal's velocity is forgotten (the next command
+        follows its goal from rest, not from a feed-forward that no longer holds).
+        """
+        dt = float(time) - self.time
+        if not dt > 0.0:
+            return self.command_now()
+        n = self.chain.n
+        self.q, self.v = self._step(np.full(n, np.nan), np.zeros(n), dt)
+        self.time = float(time)
+        self._last_goal = None
+        return self.command_now()
+
+    def skip_to(self, time: float) -> None:
+        """Move the clock to ``time`` without motion (only at rest: the joints stay put)."""
+        if np.any(self.v != 0.0):
+            raise InvalidInputError('skip_to: the joints are moving; step them instead')
+        self.time = max(self.time, float(time))
+        self._last_goal = None
 
     def _move_twist_target(self, time: float) -> None:
         """Integrate the held twist into the target up to ``time`` or its expiry (then release)."""

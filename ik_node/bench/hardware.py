@@ -1,0 +1,222 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The node's command stream through emulated ros2_control controllers to hardware, no DDS.
+
+One simulated run: the motion tracker and the command stream as the node
+runs them (a tick every period, the same messages it builds), each message
+delivered to the controller stand-in (:mod:`ik_node.bench.standins`) a fixed
+latency later on the shared clock, the controller updated at its own rate,
+writing to mock hardware or a lagging servo. What the controller writes is
+recorded: that is what the arm feels.
+
+``legacy=True`` sends the stream of the previous release instead (one point
+per message at ``stamp + period``, positions and velocities, no jerk stage,
+``allow_nonzero_velocity_at_trajectory_end: true``), for comparison.
+"""
+
+from dataclasses import dataclass, field
+import math
+from typing import Callable, Dict, List, Optional
+
+from ik_node.bench.standins import derivatives, ForwardController, LagServo, MockHardware, \
+    Point, Trajectory, TrajectoryController
+from ik_node.core.chain import Chain
+from ik_node.core.solver import make_solver
+from ik_node.core.stream import CommandStream
+from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.urdf import bundled_urdf
+import numpy as np
+
+ARMS = {
+    'iiwa14': ('iiwa14.urdf', 'iiwa_link_0', 'tool0',
+               [0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3], [500.0] * 7, [5.0] * 7),
+    # Franka's published jerk limits; accelerations at the node's default (within Franka's).
+    'panda': ('panda.urdf', 'panda_link0', 'tool0',
+              [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
+              [7500.0, 3750.0, 5000.0, 6250.0, 7500.0, 10000.0, 10000.0], [5.0] * 7),
+}
+SCENARIOS = ('move', 'figure8', 'twist', 'kill')
+
+
+@dataclass
+class Run:
+    """What reached the hardware in one run, and the limits it is judged by."""
+
+    period: float                    # the controller's
+    commands: List[Optional[np.ndarray]]
+    times: List[float]
+    servo_q: List[np.ndarray]
+    v_max: np.ndarray
+    a_max: np.ndarray
+    j_max: np.ndarray
+    rejected: List[str] = field(default_factory=list)
+    messages: int = 0
+    kill_time: Optional[float] = None
+    added_delay_s: float = 0.0
+
+    def derivatives(self):
+        """(q, v, a, j) of the written commands by differences at the controller's period."""
+        return derivatives(self.commands, self.period)
+
+    def peak_ratios(self) -> Dict[str, float]:
+        """Largest |v| / v_max, |a| / a_max, |j| / j_max over joints and ticks."""
+        _, v, a, j = self.derivatives()
+        return {'speed': float(np.max(np.abs(v) / self.v_max, initial=0.0)),
+                'accel': float(np.max(np.abs(a) / self.a_max, initial=0.0)),
+                'jerk': float(np.max(np.abs(j) / self.j_max, initial=0.0))}
+
+    def stalled_ticks(self, moving: float = 1e-3, within_s: float = 0.05) -> int:
+        """Ticks whose command did not move while the arm moved within ``within_s`` on both sides.
+
+        Moving: some joint faster than ``moving`` rad/s (differences of the commands).
+        """
+        _, v, _, _ = self.derivatives()
+        speed = np.max(np.abs(v), axis=1) if len(v) else np.zeros(0)
+        span = max(1, int(round(within_s / self.period)))
+        still = speed * self.period < 1e-12
+        moves = speed > moving
+        count = 0
+        for k in np.flatnonzero(still):
+            if moves[max(0, k - span):k].any() and moves[k + 1:k + 1 + span].any():
+                count += 1
+        return count
+
+    def tracking_error(self) -> float:
+        """Largest |servo position - command| over the run, rad."""
+        held = [c for c in self.commands if c is not None]
+        if not held:
+            return 0.0
+        errors = [np.max(np.abs(s - c)) for s, c in zip(self.servo_q, self.commands)
+                  if c is not None]
+        return float(max(errors))
+
+
+def _targets(chain: Chain, q0, scenario: str):
+    """(time, 4x4 pose) targets of a scenario, base frame, from the arm's start pose."""
+    start = chain.forward(np.asarray(q0, float))
+    if scenario in ('move', 'kill'):
+        pose = start.copy()
+        pose[:3, 3] += [0.12, -0.1, -0.12]
+        return [(0.1, pose)]
+    if scenario == 'figure8':
+        out = []
+        for k in range(int(3.0 * 20)):
+            t = 0.1 + k / 20.0
+            pose = start.copy()
+            s = 2 * math.pi * t / 3.0
+            pose[:3, 3] += [0.0, 0.1 * math.sin(s), 0.06 * math.sin(2 * s)]
+            out.append((t, pose))
+        return out
+    return []
+
+
+def _twist(t: float):
+    """(linear m/s, angular rad/s) of the twist scenario at t: 1.2 s of a turning push."""
+    if 0.1 <= t < 1.3:
+        return [0.15 * math.cos(2.0 * t), 0.15 * math.sin(2.0 * t), 0.05], [0.0, 0.0, 0.3]
+    return None
+
+
+def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_trajectory',
+             controller_rate: float = 500.0, latency: float = 0.005, servo_tau: float = 0.0,
+             duration: float = 3.0, period: float = 0.01, budget: float = 0.03,
+             legacy: bool = False, kill_at: float = 0.5,
+             on_tick: Optional[Callable] = None) -> Run:
+    """Run the node's stream through a controller stand-in; return what the hardware got.
+
+    Args:
+        arm: 'iiwa14' or 'panda'.
+        scenario: 'move' (one 0.2 m target), 'figure8' (targets at 20 Hz),
+            'twist' (a 50 Hz twist stream for 1.2 s), 'kill' (the move, the
+            node silent from ``kill_at`` on).
+        output: 'joint_trajectory' or 'position_array' (published at the
+            controller's rate, sampled from the committed plan).
+        controller_rate: Hz. latency: seconds from publish to receipt.
+        servo_tau: 0 for mock hardware, else a lagging servo's time constant, s.
+        period: the node's period, s. budget: its latency budget, s.
+        legacy: the previous release's stream (module docstring).
+
+    """
+    urdf, base, tip, q0, jerk, accel = ARMS[arm]
+    chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
+    config = TrackerConfig(joint_acceleration_limits=tuple(accel))
+    tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, q0, 0.0)
+    lead = (budget + 2.0 * period) if output == 'joint_trajectory' else 2.0 * period
+    stream = None if legacy else CommandStream(tracker, period, lead, jerk, budget_s=budget)
+    hardware = LagServo(q0, servo_tau) if servo_tau > 0.0 else MockHardware(q0)
+    names = chain.joint_names
+    if output == 'joint_trajectory':
+        controller = TrajectoryController(names, controller_rate, hardware,
+                                          allow_nonzero_velocity_at_trajectory_end=legacy)
+    else:
+        controller = ForwardController(names, controller_rate, hardware)
+    run = Run(1.0 / controller_rate, [], [], [], chain.velocity.copy(), np.array(accel),
+              np.array(jerk), kill_time=kill_at if scenario == 'kill' else None,
+              added_delay_s=0.0 if stream is None else lead + stream.delay_s)
+    targets = _targets(chain, q0, scenario)
+    inbox: List = []     # (arrival time, message)
+    node_next, array_next = 0.0, 0.0
+    dt_c = 1.0 / controller_rate
+    for k in range(int(round(duration * controller_rate))):
+        now = k * dt_c
+        alive = run.kill_time is None or now < run.kill_time
+        while alive and node_next <= now + 1e-12:
+            _node_tick(node_next, tracker, stream, targets, scenario, output, period, names,
+                       inbox, latency, legacy, run)
+            if on_tick is not None:
+                on_tick(node_next, tracker, stream)
+            node_next += period
+        while alive and output == 'position_array' and array_next <= now + 1e-12:
+            q = tracker.q if stream is None else stream.sample(array_next)[0]
+            inbox.append((array_next + latency, list(q)))
+            array_next += dt_c
+        for item in sorted([m for m in inbox if m[0] <= now + 1e-12], key=lambda m: m[0]):
+            inbox.remove(item)
+            controller.receive(item[1], item[0])
+        controller.update(now)
+        run.commands.append(controller.commands[-1])
+        run.times.append(now)
+        run.servo_q.append(hardware.q.copy())
+    if output == 'joint_trajectory':
+        run.rejected = list(controller.rejected)
+    return run
+
+
+def _node_tick(now, tracker, stream, targets, scenario, output, period, names, inbox, latency,
+               legacy, run):
+    """One node tick: inputs due, then the command(s) and the message, as the node does."""
+    plan_now = now + (0.0 if stream is None else stream.lead_s)
+    while targets and targets[0][0] <= now + 1e-12:
+        tracker.add_target(plan_now, targets.pop(0)[1])
+    if scenario == 'twist' and abs((now / 0.02) - round(now / 0.02)) < 1e-6:
+        twist = _twist(now)
+        if twist is not None:
+            tracker.set_twist(plan_now, *twist)
+        elif tracker.mode == 'twist' and tracker._twist is not None:
+            tracker.set_twist(plan_now, [0.0] * 3, [0.0] * 3)
+    if stream is None:
+        cmd = tracker.command(now)
+        if output == 'joint_trajectory':
+            inbox.append((now + latency, Trajectory(list(names), now, [
+                Point(period, list(cmd.q), list(cmd.v))])))
+            run.messages += 1
+        return
+    stream.advance(now)
+    if output == 'joint_trajectory':
+        points = stream.horizon(now)
+        start = points[0].time
+        inbox.append((now + latency, Trajectory(list(names), start, [
+            Point(p.time - start, list(p.q), list(p.v), list(p.a)) for p in points])))
+        run.messages += 1

@@ -1,0 +1,301 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The command stream: the tracker's commands on a fixed grid, committed ahead of time.
+
+A controller that interpolates (joint_trajectory_controller) must never build
+a spline of its own between the node's messages: one that starts from the
+measured state (velocity 0 on mock hardware) at the tick that reads a
+message gives stop-and-go. So every command is planned on a fixed grid of
+period h (the node's period) ``lead_s`` ahead of the clock and **committed**:
+a grid instant's state (positions, velocities, accelerations) never changes
+once planned, and every message that holds it holds the same values. The
+limiting step (:meth:`MotionTracker.command`) runs once per grid instant, then
+the jerk stage (:class:`ik_node.core.jerk.JerkFilter`): between two grid
+instants the command is exactly one cubic, which the controller's quintic
+through both ends reproduces.
+
+:meth:`horizon` is what a message carries: the newest committed point at or
+before ``now`` (so the controller, reading it up to ``lead_s`` later, samples
+inside the message, never from its own start state), every committed point
+after it, then a **braking tail**: the limiting step with no goal, through the
+same jerk stage, to rest within every limit. A controller that hears nothing
+more (the node stopped, a stall) plays the tail: a smooth stop.
+
+A tick that comes late (the clock passed the previous message's committed end
+minus the latency budget and half a period: the controller may be on that
+tail already) commits the tail itself up to the new end, counted in
+``tails_adopted``: the arm brakes and then picks up again, without a jump.
+A plan at rest skips idle time in one step (no points for nothing).
+
+Times are the caller's clock in seconds (the node: ROS time since its start).
+"""
+
+import bisect
+import collections
+from dataclasses import dataclass
+import math
+from typing import Deque, List, Optional, Tuple
+
+from ik_node.core.errors import InvalidInputError
+from ik_node.core.jerk import check_jerk_limits, JerkFilter, smoothing_steps
+from ik_node.core.tracker import MotionTracker
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# A tick is late when its message may reach the controller less than this
+# fraction of a period before the previous message's committed end.
+LATE_MARGIN = 0.5
+# Committed points older than this (s) behind the clock are forgotten.
+KEEP_S = 1.0
+# A tail longer than this many steps is cut (a speed limit far above what the
+# acceleration limit stops quickly; the tail still ends at rest: see _tail).
+MAX_TAIL_STEPS = 100000
+
+
+@dataclass(frozen=True, eq=False)
+class PlanPoint:
+    """One committed command: positions, velocities, accelerations (n,) at ``time`` (s)."""
+
+    time: float
+    q: FloatArray
+    v: FloatArray
+    a: FloatArray
+
+
+class CommandStream:
+    """The tracker's commands on a grid, jerk-limited, committed ``lead_s`` ahead (module doc).
+
+    Args:
+        tracker: the motion tracker (its clock becomes the grid's).
+        period: the grid's step h, seconds (the node's period), > 0.
+        lead_s: how far ahead of the clock commands are committed, seconds, >= 0.
+        jerk: one jerk limit or one per joint (chain order), > 0; inf: none.
+        budget_s: the latency budget the lead covers (for the late-tick rule), s.
+
+    """
+
+    def __init__(self, tracker: MotionTracker, period: float, lead_s: float, jerk,
+                 budget_s: float = 0.0):
+        """Start committed at the tracker's state and clock."""
+        if not (math.isfinite(period) and period > 0.0 and math.isfinite(lead_s)
+                and lead_s >= 0.0 and math.isfinite(budget_s) and budget_s >= 0.0):
+            raise InvalidInputError(f'CommandStream: expected period > 0, lead_s >= 0 and '
+                                    f'budget_s >= 0, received {period!r}, {lead_s!r}, '
+                                    f'{budget_s!r}')
+        self.tracker = tracker
+        self.h = float(period)
+        self.lead_s = float(lead_s)
+        self.budget_s = float(budget_s)
+        self.tails_adopted = 0
+        self.idle_skips = 0
+        self._jerk = self._check_jerk(jerk)
+        self._tail: Optional[List[PlanPoint]] = None
+        self._published_end: Optional[float] = None
+        self.restart(tracker.time, tracker.q, tracker.v)
+
+    def _check_jerk(self, jerk) -> FloatArray:
+        values = np.array(jerk, dtype=np.float64).reshape(-1)
+        if np.all(np.isinf(values)) and np.all(values > 0.0):
+            return np.full(self.tracker.chain.n, math.inf)
+        return check_jerk_limits(values, self.tracker.chain.n)
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def end_time(self) -> float:
+        """Time of the newest committed point, seconds."""
+        return self._points[-1].time
+
+    @property
+    def delay_s(self) -> float:
+        """The jerk stage's lag behind the limiting step for a steady motion, seconds."""
+        return self.filter.delay_s
+
+    def at_rest(self) -> bool:
+        """Return True when the plan rests: limiting step and jerk stage both still."""
+        return bool(np.all(self.tracker.v == 0.0)) and self.filter.at_rest()
+
+    def restart(self, time: float, q, v=None) -> None:
+        """Continue from the state (q, v) at ``time`` (feedback: a measured state), committed there.
+
+        The jerk stage restarts on the steady motion through (q, v); the
+        limiting step continues from its input, ahead by the stage's delay
+        (clipped into the limits; at rest when that clip would change it).
+        """
+        chain = self.tracker.chain
+        q = np.array(q, dtype=np.float64)
+        v = np.zeros(chain.n) if v is None else np.array(v, dtype=np.float64)
+        self.filter = JerkFilter(q, self.h, self._window())
+        self._cap_accelerations()
+        inner = self.filter.reset(q, v)
+        if not chain.within_limits(inner):
+            v = np.zeros(chain.n)
+            inner = self.filter.reset(q)
+        self.tracker.sync(time, inner, v)
+        self._points: Deque[PlanPoint] = collections.deque(
+            [PlanPoint(float(time), q, v, np.zeros(chain.n))])
+        self._tail = None
+        self._published_end = None
+
+    def set_jerk(self, jerk) -> None:
+        """Use new jerk limits (one or n values > 0): at once at rest, else from the next rest."""
+        self._jerk = self._check_jerk(jerk)
+        self._refresh_window()
+
+    def _window(self) -> int:
+        return smoothing_steps(self.h, self.tracker.accelerations, self._jerk)
+
+    def _cap_accelerations(self) -> None:
+        """Cap the limiting step's accelerations at j W / 2: the stage then keeps j."""
+        self.tracker.cap_accelerations(0.5 * self._jerk * (self.filter.m * self.h))
+
+    def _refresh_window(self) -> None:
+        """At rest, take the window the current limits need (a change of limits waits for it)."""
+        if self.at_rest() and self._window() != self.filter.m:
+            self.filter = JerkFilter(self.tracker.q, self.h, self._window())
+        self._cap_accelerations()
+
+    # -- planning -----------------------------------------------------------------------
+
+    def advance(self, now: float, reference=None) -> int:
+        """Commit grid points up to ``now + lead_s``; return how many were added.
+
+        Args:
+            now: the clock, seconds.
+            reference: (n,) joints the IK starts from (the measured ones), or None.
+
+        """
+        self._refresh_window()
+        horizon = now + self.lead_s
+        if self._published_end is not None and \
+                now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
+            self._adopt_tail(horizon)
+        self._published_end = None
+        if self.at_rest() and self.end_time < now:
+            self._skip_idle(now)
+        added = 0
+        while self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon)):
+            t = self.end_time + self.h
+            cmd = self.tracker.command(t, reference)
+            self._commit(t, cmd.q)
+            added += 1
+        self._tail = None
+        self._forget(now)
+        return added
+
+    def _commit(self, time: float, inner: FloatArray) -> PlanPoint:
+        z, dz, ddz = self.filter.push(inner)
+        point = PlanPoint(time, z, dz, ddz)
+        self._points.append(point)
+        return point
+
+    def _skip_idle(self, now: float) -> None:
+        """At rest: move the plan's clock to now in one point (no motion, no steps to compute)."""
+        last = self._points[-1]
+        self.tracker.skip_to(now)
+        self._points.append(PlanPoint(float(now), last.q, last.v, last.a))
+        self.idle_skips += 1
+
+    def _adopt_tail(self, horizon: float) -> None:
+        """Commit the braking tail the controller may be playing, up to ``horizon``."""
+        self.tails_adopted += 1
+        while self.end_time + self.h <= horizon and not self.at_rest():
+            t = self.end_time + self.h
+            self.tracker.brake(t)
+            self._commit(t, self.tracker.q)
+
+    def _forget(self, now: float) -> None:
+        while len(self._points) > 2 and self._points[1].time <= now - KEEP_S:
+            self._points.popleft()
+
+    # -- output -------------------------------------------------------------------------
+
+    def tail(self) -> List[PlanPoint]:
+        """The braking tail after the newest committed point, to rest (computed once per advance).
+
+        The tracker and the jerk stage are stepped on copies; the last point has
+        velocities and accelerations exactly zero.
+        """
+        if self._tail is not None:
+            return self._tail
+        tracker = self.tracker
+        saved = (tracker.q, tracker.v, tracker.time, tracker._last_goal)
+        stage = self.filter
+        self.filter = stage.copy()
+        tail: List[PlanPoint] = []
+        try:
+            t = self.end_time
+            for _ in range(MAX_TAIL_STEPS):
+                if self.at_rest():
+                    break
+                t += self.h
+                tracker.brake(t)
+                tail.append(self._point(t, tracker.q))
+        finally:
+            tracker.q, tracker.v, tracker.time, tracker._last_goal = saved
+            self.filter = stage
+        if tail:
+            last = tail[-1]
+            zero = np.zeros_like(last.q)
+            tail[-1] = PlanPoint(last.time, last.q, zero, zero)
+        self._tail = tail
+        return tail
+
+    def _point(self, time: float, inner: FloatArray) -> PlanPoint:
+        z, dz, ddz = self.filter.push(inner)
+        return PlanPoint(time, z, dz, ddz)
+
+    def horizon(self, now: float) -> List[PlanPoint]:
+        """What a message carries (module docstring): committed points from at or before now, tail.
+
+        Records the committed end, for the late-tick rule of the next advance.
+        """
+        times = [p.time for p in self._points]
+        first = max(0, bisect.bisect_right(times, now) - 1)
+        points = list(self._points)[first:] + self.tail()
+        self._published_end = self.end_time
+        return points
+
+    def sample(self, time: float) -> Tuple[FloatArray, FloatArray, FloatArray]:
+        """The committed command at ``time``: (q, v, a) (n,), on the cubic between grid points.
+
+        Before the oldest point kept: that point; after the newest: its tail
+        (then rest at the tail's end).
+        """
+        points = list(self._points)
+        if self._tail is not None and time > points[-1].time:
+            points += self._tail
+        times = [p.time for p in points]
+        k = bisect.bisect_right(times, time) - 1
+        if k < 0:
+            p = points[0]
+            return p.q.copy(), p.v.copy(), p.a.copy()
+        if k >= len(points) - 1:
+            p = points[-1]
+            return p.q.copy(), p.v.copy(), p.a.copy()
+        return _cubic(points[k], points[k + 1], time)
+
+
+def _cubic(start: PlanPoint, end: PlanPoint, time: float):
+    """(q, v, a) at ``time`` on the constant-jerk cubic from start to end (the jerk stage's)."""
+    span = end.time - start.time
+    s = time - start.time
+    jerk = (end.a - start.a) / span
+    q = start.q + start.v * s + start.a * (s * s / 2.0) + jerk * (s ** 3 / 6.0)
+    v = start.v + start.a * s + jerk * (s * s / 2.0)
+    a = start.a + jerk * s
+    return q, v, a
