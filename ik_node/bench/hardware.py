@@ -65,6 +65,7 @@ class Run:
     messages: int = 0
     kill_time: Optional[float] = None
     added_delay_s: float = 0.0
+    next_twist: float = 0.0          # the twist scenario's next 50 Hz send
 
     def derivatives(self):
         """(q, v, a, j) of the written commands by differences at the controller's period."""
@@ -132,7 +133,8 @@ def _twist(t: float):
 def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_trajectory',
              controller_rate: float = 500.0, latency: float = 0.005, servo_tau: float = 0.0,
              duration: float = 3.0, period: float = 0.01, budget: float = 0.03,
-             legacy: bool = False, kill_at: float = 0.5,
+             legacy: bool = False, kill_at: float = 0.5, jitter: float = 0.0,
+             stall: Optional[tuple] = None, seed: int = 0,
              on_tick: Optional[Callable] = None) -> Run:
     """Run the node's stream through a controller stand-in; return what the hardware got.
 
@@ -147,13 +149,16 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
         servo_tau: 0 for mock hardware, else a lagging servo's time constant, s.
         period: the node's period, s. budget: its latency budget, s.
         legacy: the previous release's stream (module docstring).
+        jitter: each node tick comes up to this much late (uniform, seeded), s.
+        stall: (start, length) s: the node runs no tick in that window (a
+            busy machine), then one tick.
 
     """
     urdf, base, tip, q0, jerk, accel = ARMS[arm]
     chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
     config = TrackerConfig(joint_acceleration_limits=tuple(accel))
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, q0, 0.0)
-    lead = (budget + 2.0 * period) if output == 'joint_trajectory' else 2.0 * period
+    lead = budget + 2.0 * period
     stream = None if legacy else CommandStream(tracker, period, lead, jerk, budget_s=budget)
     hardware = LagServo(q0, servo_tau) if servo_tau > 0.0 else MockHardware(q0)
     names = chain.joint_names
@@ -167,20 +172,22 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
               added_delay_s=0.0 if stream is None else lead + stream.delay_s)
     targets = _targets(chain, q0, scenario)
     inbox: List = []     # (arrival time, message)
-    node_next, array_next = 0.0, 0.0
+    ticks = _tick_times(duration, period, jitter, stall, seed)
+    array_next = 0.0
     dt_c = 1.0 / controller_rate
     for k in range(int(round(duration * controller_rate))):
         now = k * dt_c
         alive = run.kill_time is None or now < run.kill_time
-        while alive and node_next <= now + 1e-12:
-            _node_tick(node_next, tracker, stream, targets, scenario, output, period, names,
+        while alive and ticks and ticks[0] <= now + 1e-12:
+            tick = ticks.pop(0)
+            _node_tick(tick, tracker, stream, targets, scenario, output, period, names,
                        inbox, latency, legacy, run)
             if on_tick is not None:
-                on_tick(node_next, tracker, stream)
-            node_next += period
-        while alive and output == 'position_array' and array_next <= now + 1e-12:
-            q = tracker.q if stream is None else stream.sample(array_next)[0]
-            inbox.append((array_next + latency, list(q)))
+                on_tick(tick, tracker, stream)
+        while output == 'position_array' and array_next <= now + 1e-12:
+            if _array_tick(array_next, run, stream, stall):
+                q = tracker.q if stream is None else stream.send(array_next)
+                inbox.append((array_next + latency, list(q)))
             array_next += dt_c
         for item in sorted([m for m in inbox if m[0] <= now + 1e-12], key=lambda m: m[0]):
             inbox.remove(item)
@@ -194,13 +201,44 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
     return run
 
 
+def _array_tick(t, run, stream, stall) -> bool:
+    """Whether the node's array timer publishes at t: after its first tick, not in a stall.
+
+    Killed (SIGINT), the node plays its braking tail on this timer before it
+    exits (ik_node.ros.node does the same); the legacy stream just stops.
+    """
+    if not run.messages or (stall is not None and stall[0] <= t < stall[0] + stall[1]):
+        return False
+    if run.kill_time is None or t < run.kill_time:
+        return True
+    if stream is None:
+        return False
+    tail = stream.tail()
+    return bool(tail) and t <= tail[-1].time
+
+
+def _tick_times(duration, period, jitter, stall, seed) -> List[float]:
+    """The node's tick instants: every period, each up to ``jitter`` late; none in a stall."""
+    rng = np.random.default_rng(seed)
+    times, last = [], -math.inf
+    for k in range(int(duration / period) + 1):
+        t = k * period + (rng.uniform(0.0, jitter) if jitter > 0.0 else 0.0)
+        if stall is not None and stall[0] <= t < stall[0] + stall[1]:
+            t = stall[0] + stall[1]
+        if t > last:
+            times.append(t)
+            last = t
+    return times
+
+
 def _node_tick(now, tracker, stream, targets, scenario, output, period, names, inbox, latency,
                legacy, run):
     """One node tick: inputs due, then the command(s) and the message, as the node does."""
     plan_now = now + (0.0 if stream is None else stream.lead_s)
     while targets and targets[0][0] <= now + 1e-12:
         tracker.add_target(plan_now, targets.pop(0)[1])
-    if scenario == 'twist' and abs((now / 0.02) - round(now / 0.02)) < 1e-6:
+    if scenario == 'twist' and now >= run.next_twist:
+        run.next_twist += 0.02 * (1 + int((now - run.next_twist) / 0.02))
         twist = _twist(now)
         if twist is not None:
             tracker.set_twist(plan_now, *twist)
@@ -214,6 +252,7 @@ def _node_tick(now, tracker, stream, targets, scenario, output, period, names, i
             run.messages += 1
         return
     stream.advance(now)
+    run.messages += output != 'joint_trajectory'
     if output == 'joint_trajectory':
         points = stream.horizon(now)
         start = points[0].time

@@ -61,6 +61,9 @@ FloatArray = npt.NDArray[np.float64]
 LATE_MARGIN = 0.5
 # Committed points older than this (s) behind the clock are forgotten.
 KEEP_S = 1.0
+# position_array: no array sent for this many periods is a stall (the forward
+# controller held the last one): the plan restarts there, at rest.
+STALL_PERIODS = 1.5
 # A tail longer than this many steps is cut (a speed limit far above what the
 # acceleration limit stops quickly; the tail still ends at rest: see _tail).
 MAX_TAIL_STEPS = 100000
@@ -102,6 +105,8 @@ class CommandStream:
         self.budget_s = float(budget_s)
         self.tails_adopted = 0
         self.idle_skips = 0
+        self.stalls = 0
+        self._sampled_at: Optional[float] = None
         self._jerk = self._check_jerk(jerk)
         self._tail: Optional[List[PlanPoint]] = None
         self._published_end: Optional[float] = None
@@ -150,6 +155,7 @@ class CommandStream:
             [PlanPoint(float(time), q, v, np.zeros(chain.n))])
         self._tail = None
         self._published_end = None
+        self._sampled_at = None
 
     def set_jerk(self, jerk) -> None:
         """Use new jerk limits (one or n values > 0): at once at rest, else from the next rest."""
@@ -174,6 +180,10 @@ class CommandStream:
     def advance(self, now: float, reference=None) -> int:
         """Commit grid points up to ``now + lead_s``; return how many were added.
 
+        New motion is never committed before ``now + lead_s``: what comes
+        earlier may already be playing at the controller from the previous
+        message (its committed points, its tail, or rest after it).
+
         Args:
             now: the clock, seconds.
             reference: (n,) joints the IK starts from (the measured ones), or None.
@@ -181,12 +191,17 @@ class CommandStream:
         """
         self._refresh_window()
         horizon = now + self.lead_s
-        if self._published_end is not None and \
+        if self._sampled_at is not None and now - self._sampled_at > STALL_PERIODS * self.h:
+            # position_array: the forward controller held the last array sent.
+            self.stalls += 1
+            q = self.sample(self._sampled_at)[0]
+            self.restart(now, q)
+        elif self._published_end is not None and \
                 now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
             self._adopt_tail(horizon)
         self._published_end = None
-        if self.at_rest() and self.end_time < now:
-            self._skip_idle(now)
+        if self.at_rest() and self.end_time < horizon - self.h:
+            self._skip_idle(horizon - self.h)
         added = 0
         while self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon)):
             t = self.end_time + self.h
@@ -203,17 +218,18 @@ class CommandStream:
         self._points.append(point)
         return point
 
-    def _skip_idle(self, now: float) -> None:
-        """At rest: move the plan's clock to now in one point (no motion, no steps to compute)."""
+    def _skip_idle(self, time: float) -> None:
+        """At rest: move the plan's clock to ``time`` in one point (no motion, no steps)."""
         last = self._points[-1]
-        self.tracker.skip_to(now)
-        self._points.append(PlanPoint(float(now), last.q, last.v, last.a))
+        self.tracker.skip_to(time)
+        self._points.append(PlanPoint(float(time), last.q, last.v, last.a))
         self.idle_skips += 1
 
     def _adopt_tail(self, horizon: float) -> None:
         """Commit the braking tail the controller may be playing, up to ``horizon``."""
         self.tails_adopted += 1
-        while self.end_time + self.h <= horizon and not self.at_rest():
+        while self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon)) and \
+                not self.at_rest():
             t = self.end_time + self.h
             self.tracker.brake(t)
             self._commit(t, self.tracker.q)
@@ -270,15 +286,25 @@ class CommandStream:
         self._published_end = self.end_time
         return points
 
+    def send(self, time: float) -> FloatArray:
+        """Positions (n,) to send at ``time`` on a stream without stamps (position_array).
+
+        Remembered: a gap of more than STALL_PERIODS before the next advance
+        restarts the plan where the controller held (see advance).
+        """
+        self._sampled_at = float(time)
+        self._published_end = self.end_time
+        return self.sample(time)[0]
+
     def sample(self, time: float) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """The committed command at ``time``: (q, v, a) (n,), on the cubic between grid points.
 
-        Before the oldest point kept: that point; after the newest: its tail
-        (then rest at the tail's end).
+        Before the oldest point kept: that point; after the newest: the
+        braking tail (then rest at its end), as a controller would play it.
         """
         points = list(self._points)
-        if self._tail is not None and time > points[-1].time:
-            points += self._tail
+        if time > points[-1].time:
+            points += self.tail()
         times = [p.time for p in points]
         k = bisect.bisect_right(times, time) - 1
         if k < 0:
