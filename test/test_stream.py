@@ -1,0 +1,114 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The command stream: committed points, message shape, restarts, idle time."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ik_node.core.chain import Chain
+from ik_node.core.errors import InvalidInputError
+from ik_node.core.solver import make_solver
+from ik_node.core.stream import CommandStream
+from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.urdf import bundled_urdf
+import numpy as np
+import pytest
+
+Q0 = [0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3]
+
+
+def make(period=0.01, lead=0.05, jerk=500.0, time=0.0):
+    """A tracker on the bundled iiwa14 and its stream."""
+    chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
+    tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), Q0, time)
+    return tracker, CommandStream(tracker, period, lead, jerk, budget_s=0.03)
+
+
+def target(tracker, offset):
+    """The start pose moved by offset (3,) metres."""
+    pose = tracker.chain.forward(np.array(Q0))
+    pose[:3, 3] += offset
+    return pose
+
+
+@settings(max_examples=20, deadline=None)
+@given(offset=st.tuples(*[st.floats(-0.15, 0.15)] * 3),
+       gaps=st.lists(st.floats(0.005, 0.013), min_size=20, max_size=60))
+def test_every_message_holds_the_same_command_for_the_same_instant(offset, gaps):
+    """Consecutive horizons agree exactly where they overlap (committed part)."""
+    tracker, stream = make()
+    tracker.add_target(stream.lead_s, target(tracker, offset))
+    now, previous = 0.0, None
+    for gap in gaps:
+        now += gap
+        stream.advance(now)
+        points = stream.horizon(now)
+        times = [p.time for p in points]
+        assert times[0] <= now and all(b > a for a, b in zip(times, times[1:]))
+        assert np.all(points[-1].v == 0.0) and np.all(points[-1].a == 0.0)
+        committed = {p.time: p for p in points if p.time <= stream.end_time}
+        if previous is not None:
+            for t, p in previous.items():
+                if t in committed:
+                    np.testing.assert_array_equal(p.q, committed[t].q)
+                    np.testing.assert_array_equal(p.a, committed[t].a)
+        previous = committed
+
+
+def test_restart_commits_the_measured_state():
+    """restart(q, v): the next message starts at exactly that state."""
+    tracker, stream = make()
+    q = np.array(Q0) + 0.05
+    v = np.full(7, 0.2)
+    stream.restart(1.0, q, v)
+    stream.advance(1.0)
+    first = stream.horizon(1.0)[0]
+    assert first.time == 1.0
+    np.testing.assert_array_equal(first.q, q)
+    np.testing.assert_array_equal(first.v, v)
+
+
+def test_idle_time_is_skipped_in_one_point():
+    """At rest for 10 s with ticks missing: one point, not a thousand."""
+    tracker, stream = make()
+    stream.advance(0.0)
+    stream.advance(10.0)
+    assert len(stream.horizon(10.0)) <= 10 and stream.idle_skips == 2   # start, and 10 s
+
+
+def test_jerk_change_waits_for_rest():
+    """A new jerk limit changes the window only at rest (a window change mid-motion jumps)."""
+    tracker, stream = make(jerk=1000.0)
+    tracker.add_target(stream.lead_s, target(tracker, [0.1, 0.0, 0.0]))
+    stream.advance(0.05)
+    assert stream.filter.m == 1
+    stream.set_jerk(100.0)
+    assert stream.filter.m == 1
+    now = 0.05
+    while not stream.at_rest():
+        now += 0.01
+        stream.advance(now)
+    stream.advance(now + 0.01)
+    assert stream.filter.m == 10
+
+
+def test_bad_options_are_refused():
+    """Period, lead, budget and jerk limits are checked."""
+    tracker, _ = make()
+    for kwargs in ({'period': 0.0, 'lead_s': 0.05, 'jerk': 1.0},
+                   {'period': 0.01, 'lead_s': -1.0, 'jerk': 1.0},
+                   {'period': 0.01, 'lead_s': 0.05, 'jerk': 0.0},
+                   {'period': 0.01, 'lead_s': 0.05, 'jerk': [1.0, 2.0]}):
+        with pytest.raises(InvalidInputError):
+            CommandStream(tracker, **kwargs)
