@@ -18,7 +18,7 @@ ik_node publishes joint_states itself, so no joint_state_publisher runs.
 Arguments: robot (iiwa14, panda, ur5e or xarm7: a file pair urdf/<robot>.urdf and
 config/<robot>.yaml), rviz (true/false), namespace, params_file (more
 ik_node parameters, applied after the robot's: e.g.
-config/ros2_control/ik_node_ros2_control.yaml to read the robot's joint
+config/ros2_control/ik_node_joint_trajectory.yaml to read the robot's joint
 states and command its ros2_control controller; then the robot's
 joint_state_broadcaster, not ik_node, publishes joint_states).
 

@@ -14,13 +14,14 @@
 
 """The full loop over real DDS: feedback in, ros2_control commands out, twists, frames.
 
-ik_node runs as a subprocess with ``feedback_topic`` set (for the
-joint_trajectory output: from config/ros2_control/ik_node_ros2_control.yaml,
-as the README says to run it), commanding a mock
-controller (test/mock_controller.py, another process) that takes
-JointTrajectory or Float64MultiArray commands and broadcasts joint_states, as
-ros2_control's controllers on mock hardware do. Arrival is judged on the
-joint states the mock broadcasts, by the tests' own FK.
+ik_node runs as a subprocess with ``feedback_topic`` set (from
+config/ros2_control/ik_node_<output>.yaml, as the README says to run it),
+commanding a controller stand-in (test/controller_standin.py, another
+process: the emulated joint_trajectory_controller or
+forward_position_controller of ik_node.bench.standins on mock hardware or a
+lagging servo) that broadcasts joint_states and reports what it wrote to the
+hardware. Arrival is judged on the joint states it broadcasts, by the tests'
+own FK.
 """
 
 import os
@@ -37,15 +38,14 @@ import numpy as np
 from oracle import forward, pose_errors
 import pytest
 from ros_helpers import check_joint_stream, OutputDrain, stamp_ns, unique_domain_id
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
 from test_node import ARMS, model_params, NodeUnderTest
 from trajectory_msgs.msg import JointTrajectory
 
 pytestmark = pytest.mark.integration
 
-MOCK = Path(__file__).resolve().parent / 'mock_controller.py'
-ROS2_CONTROL_PARAMS = (Path(__file__).resolve().parents[1] / 'config' / 'ros2_control'
-                       / 'ik_node_ros2_control.yaml')
+MOCK = Path(__file__).resolve().parent / 'controller_standin.py'
+ROS2_CONTROL = Path(__file__).resolve().parents[1] / 'config' / 'ros2_control'
 ACCEL = TrackerConfig().max_joint_acceleration
 # Where each arm's mock starts: not the node's initial_positions (the node must
 # start from the measured state, without a jump).
@@ -85,11 +85,10 @@ class Loop:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.mock_output = OutputDrain(self.mock.stdout)
         params = dict(model_params(arm), **(node_params or {}))
-        extra_args = []
-        if output == 'joint_trajectory':   # the README's ros2_control parameter file
-            extra_args = ['--params-file', str(ROS2_CONTROL_PARAMS)]
-        else:
-            params.update(feedback_topic='/joint_states', command_output=output)
+        # The README's ros2_control parameter file of this output.
+        extra_args = ['--params-file', str(ROS2_CONTROL / f'ik_node_{output}.yaml')]
+        if output == 'position_array':
+            params['controller_rate'] = 250.0   # the stand-in's update rate
         if order is not None:
             params['command_joint_order'] = '[' + ', '.join(f'"{n}"' for n in order) + ']'
         self.node = NodeUnderTest(params, extra_args=extra_args, joint_topic='/joint_states',
@@ -103,8 +102,15 @@ class Loop:
             self.node.client.create_subscription(
                 Float64MultiArray, '/forward_position_controller/commands', self._on_array, 1000)
         self.push_pub = self.node.client.create_publisher(Float64MultiArray,
-                                                          '/mock_controller/push', 10)
-        self.pause_pub = self.node.client.create_publisher(Bool, '/mock_controller/pause', 10)
+                                                          '/controller_standin/push', 10)
+        self.pause_pub = self.node.client.create_publisher(Bool, '/controller_standin/pause', 10)
+        self.written = []    # (time s, positions) the stand-in wrote to its hardware
+        self.rejected = []
+        self.node.client.create_subscription(
+            Float64MultiArray, '/controller_standin/written',
+            lambda m: self.written.append((m.data[0], np.array(m.data[1:]))), 10000)
+        self.node.client.create_subscription(
+            String, '/controller_standin/rejected', lambda m: self.rejected.append(m.data), 100)
         self.twist_pub = self.node.client.create_publisher(TwistStamped,
                                                            '/ik_node/target_twist', 10)
 
@@ -200,7 +206,7 @@ def test_the_loop_starts_from_the_arm_and_reaches_targets(arm, output, reverse):
         check_commands(loop.commands, loop.chain)
         # The broadcaster owns joint_states: the node never publishes there.
         publishers = loop.node.client.get_publishers_info_by_topic('/joint_states')
-        assert {p.node_name for p in publishers} == {'mock_controller'}
+        assert {p.node_name for p in publishers} == {'controller_standin'}
         assert loop.node.diagnostic('feedback') == 'ok on /joint_states'
     finally:
         assert loop.stop() == 0
@@ -320,3 +326,49 @@ def test_a_target_in_the_tool_frame_moves_the_tool_along_itself():
             chain, np.array(node.joints[-1].position), target)) / [1e-4, 1e-3]) <= 1.0, 30.0)
     finally:
         assert node.stop() == 0
+
+
+def divided_accelerations(samples):
+    """Accelerations (k, n) of (time, positions) samples by second divided differences.
+
+    Twice f[t0, t1, t2] is the acceleration at some instant in [t0, t2] for any
+    C2 motion (mean value theorem), whatever the spacing of the times.
+    """
+    t = np.array([s[0] for s in samples])
+    q = np.array([s[1] for s in samples])
+    v = np.diff(q, axis=0) / np.diff(t)[:, None]
+    return 2.0 * np.diff(v, axis=0) / (t[2:] - t[:-2])[:, None]
+
+
+@pytest.mark.parametrize('output', ['joint_trajectory'])
+def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
+    """SIGINT mid-motion: the controller plays the last message's braking tail to rest.
+
+    Judged on what the stand-in wrote after the node stopped (one message
+    sampled on the controller's clock: a C2 motion, so divided differences are
+    exact whatever the load): accelerations within the limit, then rest.
+    """
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', output)
+    try:
+        loop.node.ready(60.0)
+        target = far_target(chain, MOCK_START['iiwa14'], [0.8, -0.6, 0.7, 0.6, -0.7, 0.6, 0.8])
+        loop.node.send(target)
+        moving = loop.node.wait(lambda: len(loop.written) > 3 and np.max(np.abs(
+            loop.written[-1][1] - loop.written[0][1])) > 0.1, 20.0)
+        assert moving, 'the arm did not start moving'
+        killed_at = len(loop.written)   # what the client has seen, current to ~10 ms
+        loop.node.proc.send_signal(signal.SIGINT)
+        assert loop.node.proc.wait(timeout=10) == 0
+        loop.node.spin(1.5)   # the stand-in plays the tail meanwhile
+        after = loop.written[killed_at - 1:]
+        assert len(after) > 20
+        a = divided_accelerations(after)
+        assert np.max(np.abs(a)) <= ACCEL * 1.05, np.max(np.abs(a))
+        last = np.array([w[1] for w in after[-10:]])
+        assert np.all(last == last[0]), 'not at rest 1.5 s after the node stopped'
+        moved = np.max(np.abs(after[-1][1] - after[0][1]))
+        assert moved > 1e-3, 'the arm stopped in place: no braking tail was played'
+        assert loop.rejected == []
+    finally:
+        assert loop.stop() == 0

@@ -51,17 +51,29 @@ def test_the_controllers_command_the_bundled_arms_joints(arm):
     jtc = config['joint_trajectory_controller']['ros__parameters']
     assert jtc['joints'] == chain.joint_names
     assert jtc['command_interfaces'] == ['position']
-    # One streamed point ends with the arm moving: Jazzy and later reject it otherwise.
-    assert jtc['allow_nonzero_velocity_at_trajectory_end'] is True
+    # ik_node's messages end at rest: the controller's default (false) stands.
+    assert jtc.get('allow_nonzero_velocity_at_trajectory_end', False) is False
+    assert jtc.get('interpolate_from_desired_state', False) is False
     fpc = config['forward_position_controller']['ros__parameters']
     assert fpc['joints'] == chain.joint_names   # the node's default command_joint_order
 
 
-def test_the_node_parameters_name_a_controller_topic_and_the_broadcasters_joint_states():
-    params = load(CONFIG / 'ros2_control' / 'ik_node_ros2_control.yaml')['/**']['ros__parameters']
+@pytest.mark.parametrize('output', ['joint_trajectory', 'position_array'])
+def test_one_node_parameter_file_per_output_names_its_controller(output):
+    """Each file selects its output; its topic is the output's default, that controller's."""
+    params = load(CONFIG / 'ros2_control' / f'ik_node_{output}.yaml')['/**']['ros__parameters']
     assert params['feedback_topic'] == '/joint_states'
-    output = params['command_output']
-    assert output in OUTPUTS and output != 'joint_states'
-    assert params['command_topic'] == OUTPUTS[output][1]
-    controller = params['command_topic'].split('/')[1]
-    assert controller in TYPES
+    assert params['command_output'] == output
+    topic = params.get('command_topic') or OUTPUTS[output][1]
+    assert topic == OUTPUTS[output][1]
+    assert topic.split('/')[1] in TYPES
+    assert 0.0 <= params['command_latency_budget'] <= 1.0
+
+
+@pytest.mark.parametrize('arm', ['iiwa14', 'ur5e'])
+def test_position_arrays_are_sent_at_the_controller_managers_rate(arm):
+    """forward_position_controller does not interpolate: the node sends at its update_rate."""
+    params = load(CONFIG / 'ros2_control' / 'ik_node_position_array.yaml')['/**'][
+        'ros__parameters']
+    manager = load(CONFIG / 'ros2_control' / f'{arm}_controllers.yaml')['controller_manager']
+    assert params['controller_rate'] == manager['ros__parameters']['update_rate']

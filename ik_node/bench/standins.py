@@ -30,8 +30,9 @@ mock_components/GenericSystem; no upstream code is copied.
   ``interpolate_from_desired_state`` the last command at its tick; the
   spline degree is chosen per segment by the fields present at both ends
   (linear, cubic with velocities, quintic with accelerations too); after the
-  last point its values hold. Each update writes the sample one period ahead
-  (``command_next_``) to the hardware.
+  last point its values hold. Each update advances the trajectory's time by
+  the measured period since the previous update and writes the sample one
+  nominal period ahead (``command_next_``) to the hardware.
 * :class:`ForwardController` (forward_position_controller): the newest array
   each update; all NaN: no command yet; a wrong size makes update() return
   an error and the controller is deactivated (writes nothing after).
@@ -192,6 +193,7 @@ class TrajectoryController:
         self._traj_time = 0.0
         self._last_cmd = None
         self._last_cmd_time = 0.0
+        self._last_update: Optional[float] = None
         self.commands: List[np.ndarray] = []   # what each update wrote (None: nothing)
         self.times: List[float] = []
 
@@ -250,11 +252,14 @@ class TrajectoryController:
             if not self._sampled:
                 self._first_sample(time)
             else:
-                self._traj_time += self.period
+                # The controller manager passes the measured period since the last update.
+                self._traj_time += time - self._last_update if self._last_update is not None \
+                    else self.period
             state = self._sample(self._traj_time + self.period)
             if state is not None:
                 written = state
                 self._last_cmd, self._last_cmd_time = state, time
+        self._last_update = time
         if written is not None:
             self.hw.write(written[0], self.period)
         else:

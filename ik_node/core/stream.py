@@ -137,13 +137,17 @@ class CommandStream:
     def restart(self, time: float, q, v=None) -> None:
         """Continue from the state (q, v) at ``time`` (feedback: a measured state), committed there.
 
-        The jerk stage restarts on the steady motion through (q, v); the
-        limiting step continues from its input, ahead by the stage's delay
-        (clipped into the limits; at rest when that clip would change it).
+        The velocities are clipped into the speed limits (zero when not finite
+        or of the wrong size). The jerk stage restarts on the steady motion
+        through (q, v); the limiting step continues from its input, ahead by the
+        stage's delay (at rest when that input would leave the position limits).
         """
         chain = self.tracker.chain
         q = np.array(q, dtype=np.float64)
         v = np.zeros(chain.n) if v is None else np.array(v, dtype=np.float64)
+        if v.shape != q.shape or not np.all(np.isfinite(v)):
+            v = np.zeros(chain.n)
+        v = np.clip(v, -chain.velocity, chain.velocity)   # a measured state may exceed them
         self.filter = JerkFilter(q, self.h, self._window())
         self._cap_accelerations()
         inner = self.filter.reset(q, v)

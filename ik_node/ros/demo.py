@@ -189,7 +189,11 @@ def run(args):
 def _limit_ratios(chain, joints):
     """Largest joint speed / limit and acceleration / limit between consecutive joint states.
 
-    From the positions and header stamps (not the velocities the node reports).
+    From the positions and header stamps (not the velocities the node reports):
+    first divided differences are the velocity at some instant between two
+    states, twice the second ones the acceleration at some instant within three
+    (mean value theorem for divided differences: exact for any C2 motion,
+    whatever the spacing of the stamps).
     """
     if len(joints) < 3:
         return 0.0, 0.0
@@ -198,7 +202,7 @@ def _limit_ratios(chain, joints):
     keep = np.concatenate(([True], np.diff(t) > 0))   # a repeated stamp repeats the state
     q, dt = q[keep], np.diff(t[keep]) * 1e-9
     v = np.diff(q, axis=0) / dt[:, None]
-    a = np.diff(v, axis=0) / dt[1:, None]
+    a = 2.0 * np.diff(v, axis=0) / (dt[1:] + dt[:-1])[:, None]
     return float(np.max(np.abs(v) / chain.velocity)), \
         float(np.max(np.abs(a) / ACCELERATION))
 

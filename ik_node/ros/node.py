@@ -39,10 +39,12 @@ from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
+from ik_node.core.jerk import check_jerk_limits
 from ik_node.core.frames import LinkFrames
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.solver import make_solver, SOLVER_NAMES
-from ik_node.core.tracker import carried_over, Command, MotionTracker, TrackerConfig
+from ik_node.core.stream import CommandStream
+from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     joint_state, matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
@@ -56,6 +58,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
@@ -78,7 +81,10 @@ MARKERS_HZ = 5.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
                     'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
-                    'feedback_topic', 'command_output', 'command_topic', 'command_joint_order')
+                    'feedback_topic', 'command_output', 'command_topic', 'command_joint_order',
+                    'command_latency_budget', 'controller_rate')
+# Jerk limits: parameter names of the scalar and of the per-joint list.
+JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
 # Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
 CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
                      'max_angular_speed': 'max_angular_speed',
@@ -177,6 +183,7 @@ class IKNode(Node):
         self.callback_errors = 0
         self.chain: Optional[Chain] = None
         self.tracker: Optional[MotionTracker] = None
+        self.stream: Optional[CommandStream] = None
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
@@ -227,6 +234,9 @@ class IKNode(Node):
             every = max(1, round(rate / hz))
             self._side_outputs.append((every, (every * k) // 2, self._guarded(publish)))
         self.create_timer(self._period, self._guarded(self._tick))
+        if self.output == 'position_array':
+            array_rate = self.get_parameter('controller_rate').value or rate
+            self.create_timer(1.0 / array_rate, self._guarded(self._send_array))
 
     # -- parameters -------------------------------------------------------------------
 
@@ -255,6 +265,17 @@ class IKNode(Node):
         self.declare_parameter('joint_acceleration_limits', Parameter.Type.DOUBLE_ARRAY,
                                _descriptor('per-joint acceleration limits in chain order '
                                            '(replace max_joint_acceleration when set)'))
+        self.declare_parameter('max_joint_jerk', 500.0, _descriptor(
+            'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic joints)', 1.0, 1e6))
+        self.declare_parameter('joint_jerk_limits', Parameter.Type.DOUBLE_ARRAY, _descriptor(
+            'per-joint jerk limits in chain order (replace max_joint_jerk when set)'))
+        self.declare_parameter('command_latency_budget', 0.03, _descriptor(
+            'joint_trajectory / position_array: the longest delay from a tick to the '
+            'controller reading its message (transport, clock offset, tick lateness), s; '
+            'commands are committed this much (plus two periods) ahead', 0.0, 1.0))
+        self.declare_parameter('controller_rate', 0.0, _descriptor(
+            "position_array: the controller manager's update_rate, Hz; arrays are sent at "
+            'this rate, sampled from the plan (0: publish_rate)', 0.0, 10000.0))
         self.declare_parameter('target_qos', 'reliable', _descriptor(
             'reliability of ~/target_pose: reliable or best_effort (teleop streams)'))
         self.declare_parameter('target_queue_depth', 10, _int_descriptor(
@@ -345,6 +366,7 @@ class IKNode(Node):
                                            reason=f'{name} can only be set at start-up')
         try:
             self._config(changes).check(None if self.chain is None else self.chain.n)
+            self._jerk(changes)
             if 'solver' in changes:
                 if changes['solver'] not in SOLVER_NAMES:
                     return SetParametersResult(successful=False, reason=(
@@ -365,7 +387,18 @@ class IKNode(Node):
             self.tracker.set_solver(self._pending_solver)
             self._pending_solver = None
         if names & set(CONFIG_PARAMETERS):
-            self.tracker.configure(self._config(), self._instant()[1])
+            self.tracker.configure(self._config(), self._plan_time())
+        if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) and self.stream is not None:
+            self.stream.set_jerk(self._jerk())
+
+    def _jerk(self, changes: Optional[Dict[str, object]] = None):
+        """Jerk limits of the parameters: the per-joint list, else the scalar (IKError if invalid)."""
+        changes = changes or {}
+        per_joint = self._value('joint_jerk_limits', changes)
+        values = list(per_joint) if per_joint else [self._value('max_joint_jerk', changes)]
+        n = 1 if self.chain is None or not per_joint else self.chain.n
+        check_jerk_limits(values, n)
+        return values
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
@@ -402,6 +435,29 @@ class IKNode(Node):
             self.rejected['robot_description'] += 1
             self.get_logger().error(f'robot_description refused, keeping the old model: {exc}')
 
+    def _lead(self) -> float:
+        """How far ahead commands are committed, s: the budget and two periods (module docstring)."""
+        if self.output == 'joint_states':
+            return 2.0 * self._period
+        return self.get_parameter('command_latency_budget').value + 2.0 * self._period
+
+    def _stream_for(self, tracker: MotionTracker, now: float) -> CommandStream:
+        """The command stream of a (new) tracker, continuing the old stream's command."""
+        old = self.stream
+        budget = 0.0 if self.output == 'joint_states' else \
+            self.get_parameter('command_latency_budget').value
+        per_joint = self._value('joint_jerk_limits', {})
+        jerk = list(per_joint) if per_joint else [self.get_parameter('max_joint_jerk').value]
+        stream = CommandStream(tracker, self._period, self._lead(), jerk, budget_s=budget)
+        if old is not None and old.tracker.joint_names == tracker.joint_names:
+            q, v, _ = old.sample(old.end_time)
+            stream.restart(old.end_time, q, v)
+        return stream
+
+    def _plan_time(self) -> float:
+        """The tracker's clock now: commands are planned this far ahead (lead) of the clock."""
+        return self._instant()[1] + (0.0 if self.stream is None else self.stream.lead_s)
+
     def _joint_order(self, chain: Chain) -> list:
         """Chain indices of the command's joints (command_joint_order, else chain order)."""
         names = self._value('command_joint_order', {}) or chain.joint_names
@@ -436,7 +492,9 @@ class IKNode(Node):
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
         solver.warm_up(q0)
+        stream = self._stream_for(tracker, now)
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
+        self.stream = stream
         if self.feedback_topic:
             self.feedback = Feedback(chain.joint_names)
             self._needs_sync = True
@@ -499,12 +557,8 @@ class IKNode(Node):
             self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.targets_received += 1
-        stamp, now = self._instant()
-        self.tracker.add_target(now, _pose(p, q))
-        if not self.tracker.config.smoothing:
-            # Lowest latency: the step toward the target goes out now, limited
-            # for the real time since the previous command.
-            self._command(stamp, now)
+        # Commands go out from the timer only: the stream is planned on its grid.
+        self.tracker.add_target(self._plan_time(), _pose(p, q))
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)
@@ -531,7 +585,7 @@ class IKNode(Node):
             self.get_logger().warning(f'twist rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.twists_received += 1
-        self.tracker.set_twist(self._instant()[1], linear, angular, body)
+        self.tracker.set_twist(self._plan_time(), linear, angular, body)
 
     def _on_feedback(self, msg: JointState):
         if self.feedback is not None and not self.feedback.take(msg, self._instant()[1]):
@@ -543,7 +597,7 @@ class IKNode(Node):
         if self.tracker is None:
             response.success, response.message = False, 'no robot model yet'
             return response
-        self.tracker.reset(self._instant()[1])
+        self.tracker.reset(self._plan_time())
         response.success = True
         response.message = 'moving back to the initial positions within the joint limits'
         return response
@@ -561,47 +615,78 @@ class IKNode(Node):
                 publish()
 
     def _command(self, stamp, now: float) -> bool:
-        """Publish the tracker's command for now; False when stale feedback holds it back."""
+        """Plan to now + lead and publish; False when stale feedback holds it back.
+
+        With feedback, the measured joints are compared with the command the
+        controller executes now (the plan at now); they restart the plan when
+        they leave it by more than resync_tolerance. Held for stale feedback,
+        the node publishes nothing: the controller plays the last message's
+        braking tail (a smooth stop) and the plan restarts from the measured
+        state when states come back.
+        """
         reference = None
+        stream = self.stream
         if self.feedback is not None:
             fb = self.feedback
             if fb.time is None or now - fb.time > self.get_parameter('feedback_timeout').value:
                 self._needs_sync = True    # hold: command nothing until it is fresh again
                 return False
             if self._needs_sync:
-                self.tracker.sync(now, fb.q, fb.v)
+                stream.restart(now, fb.q, fb.v)
                 self._needs_sync = False
-            elif float(np.max(np.abs(fb.q - self.tracker.q))) > \
+            elif float(np.max(np.abs(fb.q - stream.sample(now)[0]))) > \
                     self.get_parameter('resync_tolerance').value:
                 self.resyncs += 1
                 self.get_logger().warning(
                     'the measured joints left the command by more than resync_tolerance '
                     '(pushed? controller switched?): continuing from where the arm is',
                     throttle_duration_sec=1.0)
-                self.tracker.sync(now, fb.q, fb.v)
+                stream.restart(now, fb.q, fb.v)
             reference = fb.q
-        self._publish(self.tracker.command(now, reference), stamp)
+        stream.advance(now, reference)
+        self._publish(stamp, now)
         return True
 
-    def _publish(self, cmd: Command, stamp):
-        """Publish one command on the command output (joint order: command_joint_order)."""
+    def _publish(self, stamp, now: float):
+        """Publish the plan on the command output (joint order: command_joint_order).
+
+        joint_states: the command at now. joint_trajectory: the stream's
+        horizon, stamped with its first point's instant (at or before now), each
+        point's positions, velocities and accelerations. position_array: sent
+        by its own timer (_send_array).
+        """
+        stream = self.stream
         if self.output == 'joint_states':
-            self.command_pub.publish(joint_state(self.tracker.joint_names, cmd.q, cmd.v,
+            q, v, _ = stream.sample(now)
+            self.command_pub.publish(joint_state(self.tracker.joint_names, q, v,
                                                  stamp.to_msg(), self._joint_msg))
             return
+        if self.output == 'joint_trajectory':
+            self.command_pub.publish(self._trajectory(stream.horizon(now)))
+
+    def _trajectory(self, points) -> JointTrajectory:
+        """A JointTrajectory of plan points (seconds since the node's epoch), command order."""
         order = self._command_order
-        positions = [float(cmd.q[k]) for k in order]
-        if self.output == 'position_array':
-            self.command_pub.publish(Float64MultiArray(data=positions))
-            return
         msg = JointTrajectory(joint_names=[self.chain.joint_names[k] for k in order])
-        msg.header.stamp = stamp.to_msg()
-        period_ns = int(round(self._period * 1e9))
-        msg.points = [JointTrajectoryPoint(
-            positions=positions, velocities=[float(cmd.v[k]) for k in order],
-            time_from_start=Duration(sec=period_ns // 1_000_000_000,
-                                     nanosec=period_ns % 1_000_000_000))]
-        self.command_pub.publish(msg)
+        start_ns = self._epoch_ns + int(round(points[0].time * 1e9))
+        msg.header.stamp = Time(nanoseconds=start_ns, clock_type=self.get_clock().clock_type).to_msg()
+        for p in points:
+            offset = int(round(p.time * 1e9)) + self._epoch_ns - start_ns
+            msg.points.append(JointTrajectoryPoint(
+                positions=[float(p.q[k]) for k in order],
+                velocities=[float(p.v[k]) for k in order],
+                accelerations=[float(p.a[k]) for k in order],
+                time_from_start=Duration(sec=offset // 1_000_000_000,
+                                         nanosec=offset % 1_000_000_000)))
+        return msg
+
+    def _send_array(self):
+        """position_array: the plan's positions at this instant, in command order."""
+        if self.stream is None or (self.feedback is not None and self._needs_sync):
+            return
+        q = self.stream.send(self._instant()[1])
+        self.command_pub.publish(Float64MultiArray(data=[float(q[k])
+                                                         for k in self._command_order]))
 
     # -- side outputs --------------------------------------------------------------------------
 
@@ -635,6 +720,8 @@ class IKNode(Node):
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         if tracker is not None:
             values.update(self._tracker_values(tracker, res, target))
+        if self.stream is not None:
+            values.update(self._stream_values(self.stream))
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -691,6 +778,14 @@ class IKNode(Node):
                        'keys_dropped': str(trajectory.dropped),
                        'keys_duplicate': str(trajectory.duplicates)})
         return values
+
+    @staticmethod
+    def _stream_values(stream: CommandStream) -> Dict[str, str]:
+        """Diagnostics of the command stream: lead, jerk window, late ticks, stalls."""
+        return {'command_lead_s': f'{stream.lead_s:.3g}',
+                'jerk_smoothing_delay_s': f'{stream.delay_s:.3g}',
+                'late_ticks_braked': str(stream.tails_adopted),
+                'array_stalls': str(stream.stalls)}
 
     def _publish_markers(self):
         """Publish the target arrow and the planned tip path (keys still ahead)."""

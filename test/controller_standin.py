@@ -1,0 +1,157 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""A ros2_control stand-in in its own process, for the DDS tests: controller, hardware, broadcaster.
+
+The controller is ik_node.bench.standins' emulation of joint_trajectory_controller
+(trajectory_msgs/JointTrajectory on its topic: validation on receipt, replacement
+at the next update, splines by the fields present, hold after the end) or of
+forward_position_controller (std_msgs/Float64MultiArray: the newest array each
+update, a wrong size deactivates it), updated at ``--rate`` on this node's
+clock; the hardware is mock_components' (state = command, velocity state 0) or,
+with ``--lag``, a first-order servo. Joint states go out on /joint_states as
+joint_state_broadcaster sends them (here in reversed order, with an extra
+joint when asked: feedback is matched by name).
+
+For the tests: ``~/written`` (Float64MultiArray: time in seconds since this
+node's start, then the positions written, controller order) is every command
+the controller wrote; ``~/rejected`` (String) every refused message with its
+reason; ``~/push`` displaces the state once (a hand); ``~/pause`` (Bool) stops
+and resumes the joint states (a broadcaster that died).
+
+usage: controller_standin.py --joints a b c --initial 0 0 0 --mode trajectory|position
+       [--command-topic T] [--rate HZ] [--lag S] [--extra-joint NAME]
+"""
+
+import argparse
+
+from ik_node.bench.standins import ForwardController, LagServo, MockHardware, Point, \
+    Trajectory, TrajectoryController
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray, String
+from trajectory_msgs.msg import JointTrajectory
+
+DEFAULT_TOPICS = {'trajectory': '/joint_trajectory_controller/joint_trajectory',
+                  'position': '/forward_position_controller/commands'}
+
+
+def _seconds(duration) -> float:
+    return duration.sec + duration.nanosec * 1e-9
+
+
+class StandIn:
+    """Controller, hardware and broadcaster on one rclpy node."""
+
+    def __init__(self, node, args):
+        """Create the interfaces on ``node`` from the command-line arguments."""
+        self.node = node
+        self.joints = list(args.joints)
+        q0 = [float(v) for v in args.initial]
+        self.hw = LagServo(q0, args.lag) if args.lag > 0.0 else MockHardware(q0)
+        self.epoch_ns = node.get_clock().now().nanoseconds
+        self.extra = args.extra_joint
+        self.paused = False
+        topic = args.command_topic or DEFAULT_TOPICS[args.mode]
+        if args.mode == 'trajectory':
+            self.controller = TrajectoryController(self.joints, args.rate, self.hw)
+            node.create_subscription(JointTrajectory, topic, self.on_trajectory, 10)
+        else:
+            self.controller = ForwardController(self.joints, args.rate, self.hw)
+            node.create_subscription(Float64MultiArray, topic, self.on_array, 10)
+        node.create_subscription(Float64MultiArray, '~/push', self.on_push, 10)
+        node.create_subscription(Bool, '~/pause', self.on_pause, 10)
+        self.pub = node.create_publisher(JointState, '/joint_states', 10)
+        self.written_pub = node.create_publisher(Float64MultiArray, '~/written', 1000)
+        self.rejected_pub = node.create_publisher(String, '~/rejected', 100)
+        node.create_timer(1.0 / args.rate, self.update)
+
+    def now(self) -> float:
+        """This node's clock, seconds since it started."""
+        return (self.node.get_clock().now().nanoseconds - self.epoch_ns) * 1e-9
+
+    def on_trajectory(self, msg):
+        """The controller's subscriber: validate on its clock, keep for the next update."""
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        stamp = 0.0 if stamp_ns == 0 else (stamp_ns - self.epoch_ns) * 1e-9
+        traj = Trajectory(list(msg.joint_names), stamp, [
+            Point(_seconds(p.time_from_start), list(p.positions), list(p.velocities),
+                  list(p.accelerations)) for p in msg.points])
+        if stamp == 0.0 and stamp_ns != 0:
+            traj.stamp = 1e-12   # a stamp exactly at our epoch is still a stamp
+        before = len(self.controller.rejected)
+        self.controller.receive(traj, self.now())
+        if len(self.controller.rejected) > before:
+            self.rejected_pub.publish(String(data=self.controller.rejected[-1]))
+
+    def on_array(self, msg):
+        """The forward controller's subscriber: keep the newest array."""
+        self.controller.receive(list(msg.data), self.now())
+
+    def on_push(self, msg):
+        """Displace the state once (the arm was pushed)."""
+        if len(msg.data) == len(self.joints):
+            self.hw.q = self.hw.q + np.array(msg.data)
+
+    def on_pause(self, msg):
+        """Stop (True) or resume (False) publishing joint states."""
+        self.paused = bool(msg.data)
+
+    def update(self):
+        """One controller update on this clock; report what was written; broadcast the state."""
+        t = self.now()
+        written = self.controller.update(t)
+        if written is not None:
+            self.written_pub.publish(Float64MultiArray(data=[t] + [float(v) for v in written]))
+        if self.paused:
+            return
+        msg = JointState()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        names = self.joints[::-1]
+        positions = self.hw.q.tolist()[::-1]
+        velocities = self.hw.v.tolist()[::-1]
+        if self.extra:
+            names, positions, velocities = names + [self.extra], positions + [0.0], \
+                velocities + [0.0]
+        msg.name, msg.position, msg.velocity = names, positions, velocities
+        self.pub.publish(msg)
+
+
+def main():
+    """Run the stand-in until SIGINT."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--joints', nargs='+', required=True)
+    parser.add_argument('--initial', nargs='+', type=float, required=True)
+    parser.add_argument('--mode', choices=sorted(DEFAULT_TOPICS), required=True)
+    parser.add_argument('--command-topic', default='')
+    parser.add_argument('--rate', type=float, default=250.0, help='controller update rate, Hz')
+    parser.add_argument('--lag', type=float, default=0.0, help='servo time constant, s')
+    parser.add_argument('--extra-joint', default='', help='also broadcast this joint')
+    args = parser.parse_args()
+    rclpy.init()
+    node = rclpy.create_node('controller_standin')
+    StandIn(node, args)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()
