@@ -340,13 +340,18 @@ def divided_accelerations(samples):
     return 2.0 * np.diff(v, axis=0) / (t[2:] - t[:-2])[:, None]
 
 
-@pytest.mark.parametrize('output', ['joint_trajectory'])
+@pytest.mark.parametrize('output', ['joint_trajectory', 'position_array'])
 def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
-    """SIGINT mid-motion: the controller plays the last message's braking tail to rest.
+    """SIGINT mid-motion: the arm brakes along the plan's tail to rest, the node exits 0.
 
-    Judged on what the stand-in wrote after the node stopped (one message
-    sampled on the controller's clock: a C2 motion, so divided differences are
-    exact whatever the load): accelerations within the limit, then rest.
+    joint_trajectory: the controller plays the last message's tail; judged on
+    what the stand-in wrote after the signal (one message sampled on the
+    controller's clock: a C2 motion, so divided differences are exact whatever
+    the load): accelerations within the limit, then rest. position_array: the
+    node sends the tail on its array timer before it exits (the forward
+    controller would hold the last array); over DDS the two timers beat, so
+    the accelerations are judged without DDS (test_hardware.py) and here the
+    braking: motion goes on after the signal, then rest.
     """
     chain = chain_of('iiwa14')
     loop = Loop('iiwa14', output)
@@ -363,8 +368,9 @@ def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
         loop.node.spin(1.5)   # the stand-in plays the tail meanwhile
         after = loop.written[killed_at - 1:]
         assert len(after) > 20
-        a = divided_accelerations(after)
-        assert np.max(np.abs(a)) <= ACCEL * 1.05, np.max(np.abs(a))
+        if output == 'joint_trajectory':
+            a = divided_accelerations(after)
+            assert np.max(np.abs(a)) <= ACCEL * 1.05, np.max(np.abs(a))
         last = np.array([w[1] for w in after[-10:]])
         assert np.all(last == last[0]), 'not at rest 1.5 s after the node stopped'
         moved = np.max(np.abs(after[-1][1] - after[0][1]))

@@ -30,6 +30,7 @@ from the same tick at their own rates, from one table.
 import collections
 import functools
 import gc
+import signal
 import sys
 from typing import Dict, Optional
 
@@ -54,10 +55,11 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
     SetParametersResult
 import rclpy
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -76,6 +78,8 @@ OUTPUTS = {
 # joint-state rate: they are for people and RViz. They are sent from the
 # joint-state tick, right after its joint_states message, so that they never
 # delay one (a separate timer firing first would).
+# On SIGINT with position_array, the braking tail is played for at most this long (s).
+STOP_TAIL_MAX_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
@@ -184,6 +188,7 @@ class IKNode(Node):
         self.chain: Optional[Chain] = None
         self.tracker: Optional[MotionTracker] = None
         self.stream: Optional[CommandStream] = None
+        self._stopping = False
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
@@ -602,12 +607,34 @@ class IKNode(Node):
         response.message = 'moving back to the initial positions within the joint limits'
         return response
 
+    def begin_stop(self) -> float:
+        """Stop planning (a stop was requested); return until when the node must keep sending (s).
+
+        position_array: until the braking tail ends (the array timer samples
+        it); every other output: now (the trajectory controller plays the last
+        message's tail by itself; joint_states has no controller to stop).
+        """
+        self._stopping = True
+        now = self._instant()[1]
+        if self.output != 'position_array' or self.stream is None or self._needs_sync_held():
+            return now
+        tail = self.stream.tail()
+        return min(tail[-1].time, now + STOP_TAIL_MAX_S) if tail else now
+
+    def stop_done(self, deadline: float) -> bool:
+        """Return True once the clock is past ``deadline`` (begin_stop's)."""
+        return self._instant()[1] > deadline
+
+    def _needs_sync_held(self) -> bool:
+        """True when feedback holds the commands back (nothing is being sent)."""
+        return self.feedback is not None and self._needs_sync
+
     def _tick(self):
         """Publish the joint command of this instant, then a side output when one is due."""
         # One instant for the command and the stamp: the state is valid at its
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
-        if self.tracker is not None and self._command(stamp, now):
+        if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1
         for every, phase, publish in self._side_outputs:
@@ -809,31 +836,61 @@ class IKNode(Node):
         self.marker_pub.publish(MarkerArray(markers=[target, path]))
 
 
+class StopRequest:
+    """SIGINT / SIGTERM as a request: the first asks for a stop, a second for an immediate exit."""
+
+    def __init__(self):
+        """No signal yet."""
+        self.count = 0
+
+    def __call__(self, signum, frame):
+        """Count a signal (installed with signal.signal; the spin loop reads the count)."""
+        self.count += 1
+
+    def install(self):
+        """Handle SIGINT and SIGTERM here (rclpy's own handlers are off)."""
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _spin_until(executor, done) -> None:
+    """Spin in short slices (so a signal is seen within 0.1 s) until ``done()`` holds."""
+    while rclpy.ok() and not done():
+        executor.spin_once(timeout_sec=0.1)
+
+
 def main(args=None):
-    """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration."""
-    rclpy.init(args=args)
+    """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration.
+
+    The first signal stops the node: with position_array it first plays its
+    braking tail to rest on the array timer (the forward controller holds the
+    last array: without it the arm would stop as hard as its servo can),
+    bounded by STOP_TAIL_MAX_S; a second signal exits at once. Exit code 0.
+    """
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = StopRequest()
+    stop.install()
     node = None
     code = 0
+    executor = SingleThreadedExecutor()
     try:
         node = IKNode()
+        executor.add_node(node)
         gc.freeze()
-        rclpy.spin(node)
+        _spin_until(executor, lambda: stop.count > 0)
+        deadline = node.begin_stop()
+        _spin_until(executor, lambda: stop.count > 1 or node.stop_done(deadline))
     except (StartupError, ParameterException) as exc:
         print(f'ik_node: cannot start: {exc}', file=sys.stderr)
         code = 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except Exception:  # noqa: B902
-        # A signal arriving mid-callback can make the executor raise something
-        # other than ExternalShutdownException once the context is shutting
-        # down: that is still a requested stop. While running, re-raise.
-        if rclpy.ok():
-            raise
     finally:
+        executor.shutdown(timeout_sec=1.0)
         if node is not None:
             try:
                 node.destroy_node()
-            except Exception:  # noqa: B902 - already torn down by the shutdown
+            except Exception:  # noqa: B902 - already torn down by a shutdown
                 pass
         if rclpy.ok():
             rclpy.try_shutdown()
