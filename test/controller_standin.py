@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""A ros2_control stand-in in its own process, for the DDS tests: controller, hardware, broadcaster.
+"""A ros2_control stand-in in its own process for the DDS tests: controller, hardware, broadcaster.
 
 The controller is ik_node.bench.standins' emulation of joint_trajectory_controller
 (trajectory_msgs/JointTrajectory on its topic: validation on receipt, replacement
@@ -80,11 +80,11 @@ class StandIn:
         node.create_timer(1.0 / args.rate, self.update)
 
     def now(self) -> float:
-        """This node's clock, seconds since it started."""
+        """Return this node's clock, seconds since it started."""
         return (self.node.get_clock().now().nanoseconds - self.epoch_ns) * 1e-9
 
     def on_trajectory(self, msg):
-        """The controller's subscriber: validate on its clock, keep for the next update."""
+        """Validate a trajectory on this clock and keep it for the next update (the subscriber)."""
         stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         stamp = 0.0 if stamp_ns == 0 else (stamp_ns - self.epoch_ns) * 1e-9
         traj = Trajectory(list(msg.joint_names), stamp, [
@@ -98,7 +98,7 @@ class StandIn:
             self.rejected_pub.publish(String(data=self.controller.rejected[-1]))
 
     def on_array(self, msg):
-        """The forward controller's subscriber: keep the newest array."""
+        """Keep the newest array (the forward controller's subscriber)."""
         self.controller.receive(list(msg.data), self.now())
 
     def on_push(self, msg):

@@ -39,7 +39,7 @@ TOLERANCE = 1.05
 
 
 def jtc(rate=1000.0, hw=None, **kwargs):
-    """A trajectory controller stand-in on mock hardware at (0, 0)."""
+    """Return a trajectory controller stand-in on mock hardware at (0, 0)."""
     return TrajectoryController(JOINTS, rate, hw or MockHardware([0.0, 0.0]), **kwargs)
 
 
@@ -63,7 +63,7 @@ def test_invalid_messages_are_rejected(msg, reason):
 
 
 def test_a_stamped_message_ending_now_or_later_is_accepted():
-    """'Ends in the past' compares stamp + last time_from_start with the controller's clock."""
+    """Compare stamp + last time_from_start with the controller's clock ('ends in the past')."""
     c = jtc()
     assert c.receive(Trajectory(JOINTS, 0.9, [Point(0.1, [1.0, 1.0])]), now=1.0)
     assert c.receive(Trajectory(JOINTS, 0.9, [Point(0.1, [1.0, 1.0], [0.5, 0.0])]), now=1.0) \
@@ -220,8 +220,8 @@ def test_a_stall_brakes_along_the_tail_and_resumes():
        tau=st.sampled_from([0.0, 0.02, 0.15]), jitter=st.floats(0.0, 0.03),
        stall=st.one_of(st.none(), st.tuples(st.floats(0.2, 1.0), st.floats(0.02, 0.4))),
        seed=st.integers(0, 1000))
-def test_random_latency_jitter_and_stalls_keep_the_limits(arm, scenario, rate, latency, tau,
-                                                           jitter, stall, seed):
+def test_random_latency_jitter_and_stalls_keep_the_limits(
+        arm, scenario, rate, latency, tau, jitter, stall, seed):
     """joint_trajectory: latency within the budget, any tick jitter or stall: limits hold.
 
     Beyond what the lead covers, ticks come late: the plan brakes along the

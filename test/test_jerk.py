@@ -64,7 +64,7 @@ def brute_force(xs, h, m, t):
 @given(m=st.integers(1, 4), steps=st.lists(st.floats(-1.0, 1.0), min_size=4, max_size=9),
        h=st.sampled_from([0.01, 0.002]))
 def test_grid_output_equals_the_double_average(m, steps, h):
-    """z and z' at grid instants are the double moving average of the linear input.
+    """Check z and z' at grid instants against the double moving average of the input.
 
     (z'' is pinned by the next test: the cubic it starts must meet the quadrature.)
     """
@@ -78,7 +78,7 @@ def test_grid_output_equals_the_double_average(m, steps, h):
 
 
 def cubic(state, next_state, h, s):
-    """The cubic from (z, z', z'') at a grid instant with constant jerk to the next one, at s."""
+    """Return the cubic from (z, z', z'') at a grid instant, constant jerk to the next, at s."""
     z, dz, ddz = state
     jerk = (next_state[2] - ddz) / h
     return z + dz * s + ddz * s * s / 2 + jerk * s ** 3 / 6

@@ -29,14 +29,14 @@ Q0 = [0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3]
 
 
 def make(period=0.01, lead=0.05, jerk=500.0, time=0.0):
-    """A tracker on the bundled iiwa14 and its stream."""
+    """Return a tracker on the bundled iiwa14 and its stream."""
     chain = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), Q0, time)
     return tracker, CommandStream(tracker, period, lead, jerk, budget_s=0.03)
 
 
 def target(tracker, offset):
-    """The start pose moved by offset (3,) metres."""
+    """Return the start pose moved by offset (3,) metres."""
     pose = tracker.chain.forward(np.array(Q0))
     pose[:3, 3] += offset
     return pose

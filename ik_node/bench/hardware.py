@@ -145,10 +145,16 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
             node silent from ``kill_at`` on).
         output: 'joint_trajectory' or 'position_array' (published at the
             controller's rate, sampled from the committed plan).
-        controller_rate: Hz. latency: seconds from publish to receipt.
+        controller_rate: Hz.
+        latency: seconds from publish to receipt.
         servo_tau: 0 for mock hardware, else a lagging servo's time constant, s.
-        period: the node's period, s. budget: its latency budget, s.
+        duration: simulated seconds.
+        period: the node's period, s.
+        budget: its latency budget, s.
         legacy: the previous release's stream (module docstring).
+        kill_at: with the 'kill' scenario, when the node goes silent, s.
+        seed: of the jitter's random numbers.
+        on_tick: called as on_tick(time, tracker, stream) after each node tick.
         jitter: each node tick comes up to this much late (uniform, seeded), s.
         stall: (start, length) s: the node runs no tick in that window (a
             busy machine), then one tick.
@@ -218,7 +224,7 @@ def _array_tick(t, run, stream, stall) -> bool:
 
 
 def _tick_times(duration, period, jitter, stall, seed) -> List[float]:
-    """The node's tick instants: every period, each up to ``jitter`` late; none in a stall."""
+    """Return the node's tick instants: every period, up to ``jitter`` late, none in a stall."""
     rng = np.random.default_rng(seed)
     times, last = [], -math.inf
     for k in range(int(duration / period) + 1):

@@ -85,7 +85,7 @@ class MockHardware:
         self.q = np.array(command, dtype=float)
 
     def idle(self, dt: float) -> None:
-        """A period with no command written: the state stays."""
+        """Hold the state for a period with no command written."""
 
 
 class LagServo:
@@ -233,7 +233,7 @@ class TrajectoryController:
     # -- the update loop ---------------------------------------------------------------
 
     def _local(self, msg: Trajectory) -> Trajectory:
-        """The message in the controller's joint order."""
+        """Return the message in the controller's joint order."""
         index = [msg.joint_names.index(j) for j in self.joints]
 
         def order(values):
@@ -243,7 +243,7 @@ class TrajectoryController:
                   order(p.accelerations)) for p in msg.points])
 
     def update(self, time: float) -> Optional[np.ndarray]:
-        """One control cycle at ``time``: take a new message, sample, write; return what was written."""
+        """Run one control cycle at ``time``: take a new message, sample, write; return it."""
         if self._pending is not None:
             self._current, self._pending = self._local(self._pending), None
             self._sampled = False
@@ -321,7 +321,7 @@ class ForwardController:
         self.times: List[float] = []
 
     def receive(self, data, now: float) -> bool:
-        """The subscriber: keep the newest array (no validation here, as upstream)."""
+        """Keep the newest array, as the subscriber does (no validation here, as upstream)."""
         self._newest = list(data)
         return True
 

@@ -135,7 +135,7 @@ class CommandStream:
         return bool(np.all(self.tracker.v == 0.0)) and self.filter.at_rest()
 
     def restart(self, time: float, q, v=None) -> None:
-        """Continue from the state (q, v) at ``time`` (feedback: a measured state), committed there.
+        """Continue from the state (q, v) at ``time`` (a measured state), committed there.
 
         The velocities are clipped into the speed limits (zero when not finite
         or of the wrong size). The jerk stage restarts on the steady motion
@@ -245,7 +245,7 @@ class CommandStream:
     # -- output -------------------------------------------------------------------------
 
     def tail(self) -> List[PlanPoint]:
-        """The braking tail after the newest committed point, to rest (computed once per advance).
+        """Return the braking tail after the newest committed point, to rest (once per advance).
 
         The tracker and the jerk stage are stepped on copies; the last point has
         velocities and accelerations exactly zero.
@@ -280,7 +280,7 @@ class CommandStream:
         return PlanPoint(time, z, dz, ddz)
 
     def horizon(self, now: float) -> List[PlanPoint]:
-        """What a message carries (module docstring): committed points from at or before now, tail.
+        """Return what a message carries: committed points from at or before now, then the tail.
 
         Records the committed end, for the late-tick rule of the next advance.
         """
@@ -301,7 +301,7 @@ class CommandStream:
         return self.sample(time)[0]
 
     def sample(self, time: float) -> Tuple[FloatArray, FloatArray, FloatArray]:
-        """The committed command at ``time``: (q, v, a) (n,), on the cubic between grid points.
+        """Return the committed command at ``time``: (q, v, a) (n,), cubic between grid points.
 
         Before the oldest point kept: that point; after the newest: the
         braking tail (then rest at its end), as a controller would play it.

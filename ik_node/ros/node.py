@@ -40,8 +40,8 @@ from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
-from ik_node.core.jerk import check_jerk_limits
 from ik_node.core.frames import LinkFrames
+from ik_node.core.jerk import check_jerk_limits
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.solver import make_solver, SOLVER_NAMES
 from ik_node.core.stream import CommandStream
@@ -397,7 +397,7 @@ class IKNode(Node):
             self.stream.set_jerk(self._jerk())
 
     def _jerk(self, changes: Optional[Dict[str, object]] = None):
-        """Jerk limits of the parameters: the per-joint list, else the scalar (IKError if invalid)."""
+        """Return the jerk limits: the per-joint list, else the scalar (IKError if invalid)."""
         changes = changes or {}
         per_joint = self._value('joint_jerk_limits', changes)
         values = list(per_joint) if per_joint else [self._value('max_joint_jerk', changes)]
@@ -441,13 +441,13 @@ class IKNode(Node):
             self.get_logger().error(f'robot_description refused, keeping the old model: {exc}')
 
     def _lead(self) -> float:
-        """How far ahead commands are committed, s: the budget and two periods (module docstring)."""
+        """Return how far ahead commands are committed, s: the budget and two periods."""
         if self.output == 'joint_states':
             return 2.0 * self._period
         return self.get_parameter('command_latency_budget').value + 2.0 * self._period
 
     def _stream_for(self, tracker: MotionTracker, now: float) -> CommandStream:
-        """The command stream of a (new) tracker, continuing the old stream's command."""
+        """Return the command stream of a (new) tracker, continuing the old stream's command."""
         old = self.stream
         budget = 0.0 if self.output == 'joint_states' else \
             self.get_parameter('command_latency_budget').value
@@ -460,7 +460,7 @@ class IKNode(Node):
         return stream
 
     def _plan_time(self) -> float:
-        """The tracker's clock now: commands are planned this far ahead (lead) of the clock."""
+        """Return the tracker's clock now: the node's clock plus the lead of the plan."""
         return self._instant()[1] + (0.0 if self.stream is None else self.stream.lead_s)
 
     def _joint_order(self, chain: Chain) -> list:
@@ -626,7 +626,7 @@ class IKNode(Node):
         return self._instant()[1] > deadline
 
     def _needs_sync_held(self) -> bool:
-        """True when feedback holds the commands back (nothing is being sent)."""
+        """Return True when feedback holds the commands back (nothing is being sent)."""
         return self.feedback is not None and self._needs_sync
 
     def _tick(self):
@@ -692,11 +692,12 @@ class IKNode(Node):
             self.command_pub.publish(self._trajectory(stream.horizon(now)))
 
     def _trajectory(self, points) -> JointTrajectory:
-        """A JointTrajectory of plan points (seconds since the node's epoch), command order."""
+        """Return a JointTrajectory of plan points (s since the node's epoch), command order."""
         order = self._command_order
         msg = JointTrajectory(joint_names=[self.chain.joint_names[k] for k in order])
         start_ns = self._epoch_ns + int(round(points[0].time * 1e9))
-        msg.header.stamp = Time(nanoseconds=start_ns, clock_type=self.get_clock().clock_type).to_msg()
+        msg.header.stamp = Time(nanoseconds=start_ns,
+                                clock_type=self.get_clock().clock_type).to_msg()
         for p in points:
             offset = int(round(p.time * 1e9)) + self._epoch_ns - start_ns
             msg.points.append(JointTrajectoryPoint(
