@@ -15,6 +15,7 @@
 
 """ik_bench runs and reports well-formed results (no timing is asserted here)."""
 
+import importlib.util
 import json
 
 from ik_node.bench.cli import main
@@ -149,3 +150,22 @@ def test_free_domain_skips_a_domain_where_a_node_runs():
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_controllers_json_compares_the_streams_at_the_hardware(capsys):
+    """The node's stream keeps the limits where the previous one does not; Ruckig's row too."""
+    assert main(['controllers', '--json', '--arms', 'iiwa14', '--rates', '500',
+                 '--latencies-ms', '5', '--servos', '0', '--duration', '1.2',
+                 '--scenarios', 'move', '--beyond-ms', '40']) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {(r['stream'], r['output']): r for r in report['rows']}
+    # Ruckig is an optional comparison peer (test requirements install it).
+    ruckig = {('ruckig', 'joint_trajectory')} if importlib.util.find_spec('ruckig') else set()
+    assert set(rows) == {('node', 'joint_trajectory'), ('node', 'position_array'),
+                         ('previous', 'joint_trajectory'), ('previous', 'position_array')} | ruckig
+    for output in ('joint_trajectory', 'position_array'):
+        node = rows[('node', output)]
+        assert node['accel_over_limit'] <= 1.05 and node['jerk_over_limit'] <= 1.05
+        assert node['stalled_ticks'] == 0 and node['rejected_percent'] == 0.0
+        assert rows[('previous', output)]['accel_over_limit'] > 10.0
+    assert len(report['beyond_budget']) == 2

@@ -37,7 +37,7 @@ PYTHON_KEYS = {
 }
 # Optional peers of `ik_bench ik --compare`, imported only when installed
 # (importlib.util.find_spec guards them); not dependencies.
-OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox'}
+OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig'}   # ik_bench's comparison peers
 # Tools the tests run as programs, with the text that shows each is still used.
 TEST_TOOLS = {'python3-mypy': "'-m', 'mypy'", 'python3-colcon-common-extensions': "'colcon'",
               'python3-pip': "'-m', 'pip'"}

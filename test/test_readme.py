@@ -192,7 +192,7 @@ def test_real_arm_line_names_the_node_and_the_bundled_parameter_file():
     """The ros2_control line: ``ros2 run ik_node ik_node`` with the installed parameter file.
 
     ``ros2`` is not installable here; test_real_arm.py runs the node with
-    the same parameter file against a mock controller.
+    the same parameter file against the controller stand-in.
     """
     lines = [shlex.split(cmd) for cmd in section_commands(REAL_ARM)]
     assert len(lines) == 1, lines

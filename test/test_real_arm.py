@@ -68,7 +68,7 @@ class Command:
 
 
 class Loop:
-    """ik_node and the mock controller on one fresh ROS domain, with a client."""
+    """ik_node and the controller stand-in on one fresh ROS domain, with a client."""
 
     def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint=''):
         """Start the mock (at MOCK_START) and ik_node commanding it through ``output``."""

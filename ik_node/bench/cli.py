@@ -18,8 +18,8 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, flood, fuzz, ik, node, rotations, seed000, shutdown, \
-    smoothing, soak, teleop
+from ik_node.bench import analytic, controllers, flood, fuzz, ik, node, rotations, seed000, \
+    shutdown, smoothing, soak, teleop
 
 
 def build_parser():
@@ -42,6 +42,7 @@ def build_parser():
     soak.add_parser(sub)
     shutdown.add_parser(sub)
     teleop.add_parser(sub)
+    controllers.add_parser(sub)
     return parser
 
 

@@ -28,6 +28,7 @@ per message at ``stamp + period``, positions and velocities, no jerk stage,
 
 from dataclasses import dataclass, field
 import math
+import time as _time
 from typing import Callable, Dict, List, Optional
 
 from ik_node.bench.standins import derivatives, ForwardController, LagServo, MockHardware, \
@@ -66,6 +67,7 @@ class Run:
     kill_time: Optional[float] = None
     added_delay_s: float = 0.0
     next_twist: float = 0.0          # the twist scenario's next 50 Hz send
+    tick_seconds: List[float] = field(default_factory=list)   # planning + message, per tick
 
     def derivatives(self):
         """(q, v, a, j) of the written commands by differences at the controller's period."""
@@ -74,6 +76,8 @@ class Run:
     def peak_ratios(self) -> Dict[str, float]:
         """Largest |v| / v_max, |a| / a_max, |j| / j_max over joints and ticks."""
         _, v, a, j = self.derivatives()
+        if j.size == 0:   # fewer than four commands written
+            return {'speed': 0.0, 'accel': 0.0, 'jerk': 0.0}
         return {'speed': float(np.max(np.abs(v) / self.v_max, initial=0.0)),
                 'accel': float(np.max(np.abs(a) / self.a_max, initial=0.0)),
                 'jerk': float(np.max(np.abs(j) / self.j_max, initial=0.0))}
@@ -134,7 +138,7 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
              controller_rate: float = 500.0, latency: float = 0.005, servo_tau: float = 0.0,
              duration: float = 3.0, period: float = 0.01, budget: float = 0.03,
              legacy: bool = False, kill_at: float = 0.5, jitter: float = 0.0,
-             stall: Optional[tuple] = None, seed: int = 0,
+             stall: Optional[tuple] = None, seed: int = 0, stage: str = 'fir',
              on_tick: Optional[Callable] = None) -> Run:
     """Run the node's stream through a controller stand-in; return what the hardware got.
 
@@ -154,6 +158,8 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
         legacy: the previous release's stream (module docstring).
         kill_at: with the 'kill' scenario, when the node goes silent, s.
         seed: of the jitter's random numbers.
+        stage: 'fir' (the node's jerk stage) or 'ruckig' (Ruckig online after
+            the limiting step, as MoveIt Servo smooths: for comparison).
         on_tick: called as on_tick(time, tracker, stream) after each node tick.
         jitter: each node tick comes up to this much late (uniform, seeded), s.
         stall: (start, length) s: the node runs no tick in that window (a
@@ -165,7 +171,12 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
     config = TrackerConfig(joint_acceleration_limits=tuple(accel))
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, q0, 0.0)
     lead = budget + 2.0 * period
-    stream = None if legacy else CommandStream(tracker, period, lead, jerk, budget_s=budget)
+    kwargs = {}
+    if stage == 'ruckig':
+        from ik_node.bench.ruckig_stage import ruckig_stage
+        kwargs['stage'] = ruckig_stage(chain.velocity, accel, jerk)
+    stream = None if legacy else CommandStream(tracker, period, lead, jerk, budget_s=budget,
+                                               **kwargs)
     hardware = LagServo(q0, servo_tau) if servo_tau > 0.0 else MockHardware(q0)
     names = chain.joint_names
     if output == 'joint_trajectory':
@@ -213,12 +224,11 @@ def _array_tick(t, run, stream, stall) -> bool:
     Killed (SIGINT), the node plays its braking tail on this timer before it
     exits (ik_node.ros.node does the same); the legacy stream just stops.
     """
-    if not run.messages or (stall is not None and stall[0] <= t < stall[0] + stall[1]):
-        return False
+    if stream is None or not run.messages or \
+            (stall is not None and stall[0] <= t < stall[0] + stall[1]):
+        return False   # the previous release sent its arrays from its tick
     if run.kill_time is None or t < run.kill_time:
         return True
-    if stream is None:
-        return False
     tail = stream.tail()
     return bool(tail) and t <= tail[-1].time
 
@@ -250,17 +260,23 @@ def _node_tick(now, tracker, stream, targets, scenario, output, period, names, i
             tracker.set_twist(plan_now, *twist)
         elif tracker.mode == 'twist' and tracker._twist is not None:
             tracker.set_twist(plan_now, [0.0] * 3, [0.0] * 3)
-    if stream is None:
+    if stream is None:   # the previous release: one command per tick
         cmd = tracker.command(now)
         if output == 'joint_trajectory':
             inbox.append((now + latency, Trajectory(list(names), now, [
                 Point(period, list(cmd.q), list(cmd.v))])))
-            run.messages += 1
+        else:
+            inbox.append((now + latency, list(cmd.q)))
+        run.messages += 1
         return
+    start_s = _time.perf_counter()
     stream.advance(now)
     run.messages += output != 'joint_trajectory'
+    if output != 'joint_trajectory':
+        run.tick_seconds.append(_time.perf_counter() - start_s)
     if output == 'joint_trajectory':
         points = stream.horizon(now)
+        run.tick_seconds.append(_time.perf_counter() - start_s)
         start = points[0].time
         inbox.append((now + latency, Trajectory(list(names), start, [
             Point(p.time - start, list(p.q), list(p.v), list(p.a)) for p in points])))

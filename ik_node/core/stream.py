@@ -66,7 +66,7 @@ KEEP_S = 1.0
 STALL_PERIODS = 1.5
 # A tail longer than this many steps is cut (a speed limit far above what the
 # acceleration limit stops quickly; the tail still ends at rest: see _tail).
-MAX_TAIL_STEPS = 100000
+MAX_TAIL_STEPS = 20000
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +88,13 @@ class CommandStream:
         lead_s: how far ahead of the clock commands are committed, seconds, >= 0.
         jerk: one jerk limit or one per joint (chain order), > 0; inf: none.
         budget_s: the latency budget the lead covers (for the late-tick rule), s.
+        stage: builds the smoothing stage as ``stage(q, period, steps)``
+            (default JerkFilter; ik_bench passes Ruckig's for comparison).
 
     """
 
     def __init__(self, tracker: MotionTracker, period: float, lead_s: float, jerk,
-                 budget_s: float = 0.0):
+                 budget_s: float = 0.0, stage=JerkFilter):
         """Start committed at the tracker's state and clock."""
         if not (math.isfinite(period) and period > 0.0 and math.isfinite(lead_s)
                 and lead_s >= 0.0 and math.isfinite(budget_s) and budget_s >= 0.0):
@@ -100,6 +102,7 @@ class CommandStream:
                                     f'budget_s >= 0, received {period!r}, {lead_s!r}, '
                                     f'{budget_s!r}')
         self.tracker = tracker
+        self._stage = stage
         self.h = float(period)
         self.lead_s = float(lead_s)
         self.budget_s = float(budget_s)
@@ -148,7 +151,7 @@ class CommandStream:
         if v.shape != q.shape or not np.all(np.isfinite(v)):
             v = np.zeros(chain.n)
         v = np.clip(v, -chain.velocity, chain.velocity)   # a measured state may exceed them
-        self.filter = JerkFilter(q, self.h, self._window())
+        self.filter = self._stage(q, self.h, self._window())
         self._cap_accelerations()
         inner = self.filter.reset(q, v)
         if not chain.within_limits(inner):
@@ -170,13 +173,14 @@ class CommandStream:
         return smoothing_steps(self.h, self.tracker.accelerations, self._jerk)
 
     def _cap_accelerations(self) -> None:
-        """Cap the limiting step's accelerations at j W / 2: the stage then keeps j."""
-        self.tracker.cap_accelerations(0.5 * self._jerk * (self.filter.m * self.h))
+        """Cap the limiting step's accelerations at j W / 2: the jerk stage then keeps j."""
+        if isinstance(self.filter, JerkFilter):
+            self.tracker.cap_accelerations(0.5 * self._jerk * (self.filter.m * self.h))
 
     def _refresh_window(self) -> None:
         """At rest, take the window the current limits need (a change of limits waits for it)."""
         if self.at_rest() and self._window() != self.filter.m:
-            self.filter = JerkFilter(self.tracker.q, self.h, self._window())
+            self.filter = self._stage(self.tracker.q, self.h, self._window())
         self._cap_accelerations()
 
     # -- planning -----------------------------------------------------------------------

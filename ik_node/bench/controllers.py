@@ -1,0 +1,141 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_bench controllers``: what reaches the hardware through ros2_control's controllers.
+
+Every combination of arm (iiwa14, Panda), output (joint_trajectory,
+position_array), hardware (mock; a lagging servo), controller rate (500 Hz,
+1 kHz), latency (within the budget) and scenario (a move, a 20 Hz
+figure-eight, a twist stream, the node killed mid-motion) runs through the
+controller stand-ins (ik_node.bench.hardware, no DDS) with three streams on
+the same inputs: the node's (jerk stage), Ruckig online after the same
+limiting step (as MoveIt Servo smooths; joint_trajectory only: between its
+points Ruckig's plan is not one cubic, the controller's quintic is its
+interpolation) and the previous release's (one point per message).
+Reported per stream, output and scenario, worst case over the rest: peak acceleration and jerk at the hardware over the node's
+limits, stalled controller ticks while moving, rejected messages, the
+largest servo tracking error, the delay the stream adds, and the median
+planning cost per node tick. A last table runs the node's stream with a
+latency beyond the budget.
+"""
+
+import importlib.util
+import statistics
+import sys
+
+from ik_node.bench.common import machine_info, print_json, print_table, print_title
+from ik_node.bench.hardware import ARMS, SCENARIOS, simulate
+
+STREAMS = {'node': {}, 'ruckig': {'stage': 'ruckig'}, 'previous': {'legacy': True}}
+
+
+def add_parser(subparsers):
+    """Register the ``controllers`` subcommand."""
+    p = subparsers.add_parser('controllers',
+                              help='the stream at the hardware through emulated controllers')
+    p.add_argument('--arms', nargs='+', default=sorted(ARMS), choices=sorted(ARMS))
+    p.add_argument('--outputs', nargs='+', default=['joint_trajectory', 'position_array'],
+                   choices=['joint_trajectory', 'position_array'])
+    p.add_argument('--scenarios', nargs='+', default=list(SCENARIOS), choices=SCENARIOS)
+    p.add_argument('--rates', nargs='+', type=float, default=[500.0, 1000.0],
+                   help='controller update rates, Hz')
+    p.add_argument('--latencies-ms', nargs='+', type=float, default=[1.0, 9.0, 20.0])
+    p.add_argument('--servos', nargs='+', type=float, default=[0.0, 0.05],
+                   help='servo time constants, s (0: mock hardware)')
+    p.add_argument('--budget-ms', type=float, default=30.0, help="the node's latency budget")
+    p.add_argument('--beyond-ms', type=float, default=45.0, help='a latency beyond the budget')
+    p.add_argument('--duration', type=float, default=3.0, help='seconds per run')
+    p.add_argument('--streams', nargs='+', default=list(STREAMS), choices=list(STREAMS))
+    p.set_defaults(func=run)
+
+
+def _runs(args, stream, output, scenario, latencies):
+    for arm in args.arms:
+        for rate in args.rates:
+            for latency in latencies:
+                for tau in args.servos:
+                    yield tau, simulate(arm, scenario, output, controller_rate=rate,
+                                        latency=latency * 1e-3, servo_tau=tau,
+                                        duration=args.duration, budget=args.budget_ms * 1e-3,
+                                        **STREAMS[stream])
+
+
+def _row(runs):
+    """Worst case over runs: accel, jerk, stalls, rejected %, servo error, delay, tick cost."""
+    ratios = [r.peak_ratios() for _, r in runs]
+    messages = sum(r.messages for _, r in runs)
+    rejected = sum(len(r.rejected) for _, r in runs)
+    servo = [r.tracking_error() for tau, r in runs if tau > 0.0]
+    ticks = [t for _, r in runs for t in r.tick_seconds]
+    return {'accel_over_limit': max(x['accel'] for x in ratios),
+            'jerk_over_limit': max(x['jerk'] for x in ratios),
+            'speed_over_limit': max(x['speed'] for x in ratios),
+            'stalled_ticks': sum(r.stalled_ticks() for _, r in runs),
+            'rejected_percent': 100.0 * rejected / messages if messages else 0.0,
+            'servo_error_rad': max(servo) if servo else None,
+            'added_delay_ms': 1e3 * max(r.added_delay_s for _, r in runs),
+            'tick_us_median': 1e6 * statistics.median(ticks) if ticks else None}
+
+
+def run(args):
+    """Run every combination; print tables (or one JSON object)."""
+    rows = []
+    streams = list(args.streams)
+    if 'ruckig' in streams and importlib.util.find_spec('ruckig') is None:
+        streams.remove('ruckig')
+        print('ik_bench controllers: ruckig is not installed (pip install ruckig): '
+              'its rows are left out', file=sys.stderr)
+    for stream in streams:
+        for output in args.outputs:
+            if stream == 'ruckig' and output != 'joint_trajectory':
+                continue   # its plan is not a cubic between points: arrays would need Ruckig
+            for scenario in args.scenarios:
+                runs = list(_runs(args, stream, output, scenario, args.latencies_ms))
+                rows.append(dict(stream=stream, output=output, scenario=scenario,
+                                 **_row(runs)))
+    beyond = []
+    for output in args.outputs:
+        for scenario in args.scenarios:
+            runs = list(_runs(args, 'node', output, scenario, [args.beyond_ms]))
+            beyond.append(dict(stream='node', output=output, scenario=scenario,
+                               **_row(runs)))
+    report = {'benchmark': 'controllers', 'machine': machine_info(), 'arms': args.arms,
+              'rates': args.rates, 'latencies_ms': args.latencies_ms, 'servos': args.servos,
+              'budget_ms': args.budget_ms, 'rows': rows, 'beyond_budget': beyond}
+    if args.json:
+        print_json(report)
+        return 0
+    detail = (f"arms {', '.join(args.arms)}; {'/'.join(f'{r:g}' for r in args.rates)} Hz; "
+              f"latencies {'/'.join(f'{x:g}' for x in args.latencies_ms)} ms within a "
+              f'{args.budget_ms:g} ms budget; servos {args.servos} s')
+    print_title('controllers', detail, report['machine'])
+    _table(rows)
+    print(f'\nlatency {args.beyond_ms:g} ms, beyond the {args.budget_ms:g} ms budget:')
+    _table(beyond)
+    return 0
+
+
+def _fmt(value, digits=3):
+    if value is None:
+        return '-'
+    return f'{value:.{digits}g}' if isinstance(value, float) else str(value)
+
+
+def _table(rows):
+    print_table(['stream', 'output', 'scenario', 'accel / limit', 'jerk / limit', 'stalled ticks',
+                 'rejected %', 'servo error rad', 'added delay ms', 'tick us (median)'],
+                [(r['stream'], r['output'], r['scenario'], _fmt(r['accel_over_limit']),
+                  _fmt(r['jerk_over_limit']), r['stalled_ticks'], _fmt(r['rejected_percent']),
+                  _fmt(r['servo_error_rad']), _fmt(r['added_delay_ms']),
+                  _fmt(r['tick_us_median'])) for r in rows])
