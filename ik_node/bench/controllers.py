@@ -23,10 +23,10 @@ the same inputs: the node's (jerk stage), Ruckig online after the same
 limiting step (as MoveIt Servo smooths; joint_trajectory only: between its
 points Ruckig's plan is not one cubic, the controller's quintic is its
 interpolation) and the previous release's (one point per message).
-Reported per stream, output and scenario, worst case over the rest: peak acceleration and jerk at the hardware over the node's
-limits, stalled controller ticks while moving, rejected messages, the
-largest servo tracking error, the delay the stream adds, and the median
-planning cost per node tick. A last table runs the node's stream with a
+Reported per stream, output and scenario, worst case over the rest: peak
+acceleration and jerk at the hardware over the node's limits, stalled
+controller ticks while moving, rejected messages, the largest servo tracking
+error, the delay the stream adds, and the median planning cost per node tick. A last table runs the node's stream with a
 latency beyond the budget.
 """
 
