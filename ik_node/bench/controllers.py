@@ -26,8 +26,8 @@ interpolation) and the previous release's (one point per message).
 Reported per stream, output and scenario, worst case over the rest: peak
 acceleration and jerk at the hardware over the node's limits, stalled
 controller ticks while moving, rejected messages, the largest servo tracking
-error, the delay the stream adds, and the median planning cost per node tick. A last table runs the node's stream with a
-latency beyond the budget.
+error, the delay the stream adds, and the median planning cost per node tick.
+A last table runs the node's stream with a latency beyond the budget.
 """
 
 import importlib.util
