@@ -38,9 +38,9 @@ import argparse
 
 from ik_node.bench.standins import ForwardController, LagServo, MockHardware, Point, \
     Trajectory, TrajectoryController
+from ik_node.ros.process import spin_until_interrupted
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
@@ -144,13 +144,7 @@ def main():
     rclpy.init()
     node = rclpy.create_node('controller_standin')
     StandIn(node, args)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_until_interrupted(node)
 
 
 if __name__ == '__main__':

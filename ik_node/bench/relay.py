@@ -27,8 +27,8 @@ import gc
 import sys
 
 from geometry_msgs.msg import PoseStamped
+from ik_node.ros.process import spin_until_interrupted
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from sensor_msgs.msg import JointState
 
 TOPIC_IN = '/ik_bench/relay/target_pose'
@@ -59,13 +59,7 @@ def main(argv=None):
     if args.rate > 0.0:
         node.create_timer(1.0 / args.rate, tick)
     gc.freeze()  # as ik_node does: no full collection of start-up objects
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_until_interrupted(node)
     return 0
 
 

@@ -27,7 +27,7 @@ import time
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 
 def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
@@ -120,3 +120,14 @@ class NodeProcess:
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
         return code
+
+
+def spin_until_interrupted(node) -> None:
+    """Spin ``node`` until SIGINT / SIGTERM, then destroy it and shut rclpy down."""
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
