@@ -98,6 +98,14 @@ class Run:
                 count += 1
         return count
 
+    def reaction_s(self, since: float = 0.1) -> Optional[float]:
+        """Seconds from ``since`` (the scenarios' first input) to the first command that moves."""
+        first = next((c for c in self.commands if c is not None), None)
+        for t, c in zip(self.times, self.commands):
+            if c is not None and first is not None and np.max(np.abs(c - first)) > 1e-9:
+                return t - since
+        return None
+
     def tracking_error(self) -> float:
         """Largest |servo position - command| over the run, rad."""
         held = [c for c in self.commands if c is not None]
