@@ -112,3 +112,35 @@ def test_bad_options_are_refused():
                    {'period': 0.01, 'lead_s': 0.05, 'jerk': [1.0, 2.0]}):
         with pytest.raises(InvalidInputError):
             CommandStream(tracker, **kwargs)
+
+
+def test_a_new_model_of_the_same_joints_continues_the_plan_without_a_seam():
+    """use_tracker(carried_over(...)): every committed point kept, the next ones follow on."""
+    from ik_node.core.tracker import carried_over
+    tracker, stream = make()
+    tracker.add_target(stream.lead_s, target(tracker, [0.1, -0.1, 0.05]))
+    now = 0.0
+    for _ in range(15):
+        now += 0.01
+        stream.advance(now)
+    before = {p.time: p for p in stream.horizon(now) if p.time <= stream.end_time}
+    moving = np.max(np.abs(stream.sample(now)[1]))
+    assert moving > 0.01
+    chain = tracker.chain
+    stream.use_tracker(carried_over(tracker, chain, make_solver(chain, 'auto'), Q0, now))
+    now += 0.01
+    stream.advance(now)
+    after = stream.horizon(now)
+    shared = [p for p in after if p.time in before]
+    assert len(shared) >= 3
+    for p in shared:
+        np.testing.assert_array_equal(p.q, before[p.time].q)
+        np.testing.assert_array_equal(p.a, before[p.time].a)
+    # The steps after the old plan are one grid step of the same stage: accelerations
+    # change by at most the jerk limit over a period (500 rad/s^3 x 10 ms).
+    accel = [p.a for p in after if p.time <= stream.end_time]
+    assert max(np.max(np.abs(b - a)) for a, b in zip(accel, accel[1:])) <= 500.0 * 0.01 + 1e-9
+    with pytest.raises(InvalidInputError, match='other joints'):
+        other = Chain.from_urdf_file(bundled_urdf('ur5e.urdf'), 'base_link', 'tool0')
+        stream.use_tracker(MotionTracker(other, make_solver(other, 'auto'), TrackerConfig(),
+                                         other.mid_limits(), now))

@@ -164,6 +164,24 @@ class CommandStream:
         self._published_end = None
         self._sampled_at = None
 
+    def use_tracker(self, tracker: MotionTracker) -> None:
+        """Continue with another tracker of the same joints (a new model), keeping the plan.
+
+        The committed points, the jerk stage's history and the clock stay: with
+        a tracker that continues the old one's state (tracker.carried_over)
+        the commands go on without a seam.
+
+        Raises:
+            InvalidInputError: the tracker's joints are not this stream's.
+
+        """
+        if tracker.joint_names != self.tracker.joint_names:
+            raise InvalidInputError('use_tracker: another robot (other joints): start a new '
+                                    'stream')
+        self.tracker = tracker
+        self._tail = None
+        self._cap_accelerations()
+
     def set_jerk(self, jerk) -> None:
         """Use new jerk limits (one or n values > 0): at once at rest, else from the next rest."""
         self._jerk = self._check_jerk(jerk)

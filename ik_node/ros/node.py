@@ -447,17 +447,21 @@ class IKNode(Node):
         return self.get_parameter('command_latency_budget').value + 2.0 * self._period
 
     def _stream_for(self, tracker: MotionTracker, now: float) -> CommandStream:
-        """Return the command stream of a (new) tracker, continuing the old stream's command."""
+        """Return the command stream of a (new) tracker: the old one when the joints are the same.
+
+        A new model of the same joints continues the old plan (committed points
+        and jerk stage kept; carried_over continues the limiting step's state):
+        no seam at the controller. Other joints: a new stream at rest.
+        """
         old = self.stream
+        if old is not None and old.tracker.joint_names == tracker.joint_names:
+            old.use_tracker(tracker)
+            return old
         budget = 0.0 if self.output == 'joint_states' else \
             self.get_parameter('command_latency_budget').value
         per_joint = self._value('joint_jerk_limits', {})
         jerk = list(per_joint) if per_joint else [self.get_parameter('max_joint_jerk').value]
-        stream = CommandStream(tracker, self._period, self._lead(), jerk, budget_s=budget)
-        if old is not None and old.tracker.joint_names == tracker.joint_names:
-            q, v, _ = old.sample(old.end_time)
-            stream.restart(old.end_time, q, v)
-        return stream
+        return CommandStream(tracker, self._period, self._lead(), jerk, budget_s=budget)
 
     def _plan_time(self) -> float:
         """Return the tracker's clock now: the node's clock plus the lead of the plan."""
