@@ -28,10 +28,13 @@ For the tests: ``~/written`` (Float64MultiArray: time in seconds since this
 node's start, then the positions written, controller order) is every command
 the controller wrote; ``~/rejected`` (String) every refused message with its
 reason; ``~/push`` displaces the state once (a hand); ``~/pause`` (Bool) stops
-and resumes the joint states (a broadcaster that died).
+and resumes the joint states (a broadcaster that died). ``--sim-clock``: the
+stand-in is the simulator: it steps a simulated time by one period per update
+(from SIM_START_S), publishes it on /clock and runs on it (validation, updates,
+stamps), as a simulated controller under use_sim_time does.
 
 usage: controller_standin.py --joints a b c --initial 0 0 0 --mode trajectory|position
-       [--command-topic T] [--rate HZ] [--lag S] [--extra-joint NAME]
+       [--command-topic T] [--rate HZ] [--lag S] [--extra-joint NAME] [--sim-clock]
 """
 
 import argparse
@@ -41,10 +44,14 @@ from ik_node.bench.standins import ForwardController, LagServo, MockHardware, Po
 from ik_node.ros.process import spin_until_interrupted
 import numpy as np
 import rclpy
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
+# Simulated time starts here (s): far from 0 (a zero stamp means "now" to the controller).
+SIM_START_S = 100.0
 DEFAULT_TOPICS = {'trajectory': '/joint_trajectory_controller/joint_trajectory',
                   'position': '/forward_position_controller/commands'}
 
@@ -62,7 +69,10 @@ class StandIn:
         self.joints = list(args.joints)
         q0 = [float(v) for v in args.initial]
         self.hw = LagServo(q0, args.lag) if args.lag > 0.0 else MockHardware(q0)
-        self.epoch_ns = node.get_clock().now().nanoseconds
+        self.sim_ns = int(SIM_START_S * 1e9) if args.sim_clock else None
+        self.period_ns = int(round(1e9 / args.rate))
+        self.epoch_ns = self.sim_ns if args.sim_clock else node.get_clock().now().nanoseconds
+        self.clock_pub = node.create_publisher(Clock, '/clock', 10) if args.sim_clock else None
         self.extra = args.extra_joint
         self.paused = False
         topic = args.command_topic or DEFAULT_TOPICS[args.mode]
@@ -79,9 +89,13 @@ class StandIn:
         self.rejected_pub = node.create_publisher(String, '~/rejected', 100)
         node.create_timer(1.0 / args.rate, self.update)
 
+    def now_ns(self) -> int:
+        """Return this node's clock (the simulated one with --sim-clock), nanoseconds."""
+        return self.sim_ns if self.sim_ns is not None else self.node.get_clock().now().nanoseconds
+
     def now(self) -> float:
         """Return this node's clock, seconds since it started."""
-        return (self.node.get_clock().now().nanoseconds - self.epoch_ns) * 1e-9
+        return (self.now_ns() - self.epoch_ns) * 1e-9
 
     def on_trajectory(self, msg):
         """Validate a trajectory on this clock and keep it for the next update (the subscriber)."""
@@ -112,6 +126,9 @@ class StandIn:
 
     def update(self):
         """One controller update on this clock; report what was written; broadcast the state."""
+        if self.sim_ns is not None:   # the simulator steps its clock, then the controller
+            self.sim_ns += self.period_ns
+            self.clock_pub.publish(Clock(clock=Time(nanoseconds=self.sim_ns).to_msg()))
         t = self.now()
         written = self.controller.update(t)
         if written is not None:
@@ -119,7 +136,7 @@ class StandIn:
         if self.paused:
             return
         msg = JointState()
-        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.header.stamp = Time(nanoseconds=self.now_ns()).to_msg()
         names = self.joints[::-1]
         positions = self.hw.q.tolist()[::-1]
         velocities = self.hw.v.tolist()[::-1]
@@ -140,6 +157,8 @@ def main():
     parser.add_argument('--rate', type=float, default=250.0, help='controller update rate, Hz')
     parser.add_argument('--lag', type=float, default=0.0, help='servo time constant, s')
     parser.add_argument('--extra-joint', default='', help='also broadcast this joint')
+    parser.add_argument('--sim-clock', action='store_true',
+                        help='be the simulator: publish /clock and run on it')
     args = parser.parse_args()
     rclpy.init()
     node = rclpy.create_node('controller_standin')

@@ -70,7 +70,8 @@ class Command:
 class Loop:
     """ik_node and the controller stand-in on one fresh ROS domain, with a client."""
 
-    def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint=''):
+    def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint='',
+                 sim_clock=False):
         """Start the mock (at MOCK_START) and ik_node commanding it through ``output``."""
         self.chain = chain_of(arm)
         self.order = order or self.chain.joint_names
@@ -81,6 +82,8 @@ class Loop:
                 *(str(v) for v in start), '--mode', mode, '--lag', str(lag)]
         if extra_joint:
             args += ['--extra-joint', extra_joint]
+        if sim_clock:
+            args += ['--sim-clock']
         self.mock = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.mock_output = OutputDrain(self.mock.stdout)
@@ -376,5 +379,24 @@ def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
         moved = np.max(np.abs(after[-1][1] - after[0][1]))
         assert moved > 1e-3, 'the arm stopped in place: no braking tail was played'
         assert loop.rejected == []
+    finally:
+        assert loop.stop() == 0
+
+
+def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
+    """use_sim_time: stamps on the simulator's /clock; every message accepted, targets reached."""
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', 'joint_trajectory', node_params={'use_sim_time': True},
+                sim_clock=True)
+    try:
+        loop.node.ready(60.0)
+        # Joint states are stamped with simulated time (from 100 s), not the wall clock.
+        assert stamp_ns(loop.node.joints[-1]) < 10_000 * 1_000_000_000
+        target = far_target(chain, MOCK_START['iiwa14'], [0.3, -0.3, 0.2, 0.3, -0.2, 0.3, 0.2])
+        loop.node.send(target)
+        assert loop.arrives(target), loop.measured()
+        assert loop.rejected == [] and len(loop.written) > 10
+        # The node's messages are stamped on the same simulated clock.
+        assert all(c.stamp < 10_000 * 1_000_000_000 for c in loop.commands)
     finally:
         assert loop.stop() == 0
