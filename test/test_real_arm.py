@@ -229,11 +229,12 @@ def test_a_pushed_arm_is_followed_from_where_it_is():
         assert loop.node.wait(lambda: int(loop.node.diagnostic('feedback_resyncs') or 0) >= 1,
                               10.0), loop.node.diagnostic('feedback_resyncs')
         assert loop.arrives(target), loop.measured()
-        # One resync: the command jumps once, to where the push left the arm (joint 2
-        # +0.3 rad, the rest as commanded), and the streams before and after it keep
-        # the limits.
+        # One resync: the command jumps once, on joint 2, to where the arm is when the
+        # push is confirmed (CONFIRMATIONS states that agree: the servo has pulled part
+        # of the 0.3 rad back by then), the rest as commanded; the streams before and
+        # after it keep the limits.
         k, step = largest_jump(loop.commands)
-        assert 0.2 < step[1] < 0.4 and np.max(np.delete(step, 1)) < 0.05, step
+        assert 0.05 < step[1] < 0.4 and np.max(np.delete(step, 1)) < 0.05, step
         check_commands(loop.commands[:k], chain)
         check_commands(loop.commands[k:], chain)
     finally:

@@ -140,13 +140,14 @@ class CommandStream:
     def restart(self, time: float, q, v=None) -> None:
         """Continue from the state (q, v) at ``time`` (a measured state), committed there.
 
-        The velocities are clipped into the speed limits (zero when not finite
+        The positions are clipped into the position limits (a measured state
+        may lie a little beyond), the velocities into the speed limits (zero when not finite
         or of the wrong size). The jerk stage restarts on the steady motion
         through (q, v); the limiting step continues from its input, ahead by the
         stage's delay (at rest when that input would leave the position limits).
         """
         chain = self.tracker.chain
-        q = np.array(q, dtype=np.float64)
+        q = np.clip(np.array(q, dtype=np.float64), chain.lower, chain.upper)
         v = np.zeros(chain.n) if v is None else np.array(v, dtype=np.float64)
         if v.shape != q.shape or not np.all(np.isfinite(v)):
             v = np.zeros(chain.n)

@@ -40,6 +40,7 @@ from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
+from ik_node.core.feedback import FeedbackFilter
 from ik_node.core.frames import LinkFrames
 from ik_node.core.jerk import check_jerk_limits
 from ik_node.core.rotations import quaternion_to_matrix
@@ -96,36 +97,6 @@ CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_s
                      'joint_acceleration_limits': 'joint_acceleration_limits',
                      'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout',
                      'posture': 'posture', 'posture_rate': 'posture_rate'}
-
-
-class Feedback:
-    """The robot's own joint state, as last heard (names matched, chain order)."""
-
-    def __init__(self, names):
-        """Expect the joints ``names`` (chain order) in every message."""
-        self.names = list(names)
-        self.time: Optional[float] = None   # node clock (s) of the last complete message
-        self.q: Optional[np.ndarray] = None
-        self.v: Optional[np.ndarray] = None
-        self.incomplete = 0
-
-    def take(self, msg: JointState, now: float) -> bool:
-        """Keep a message's positions (and velocities) of our joints; False if some are missing."""
-        where = {name: k for k, name in enumerate(msg.name)}
-        try:
-            index = [where[name] for name in self.names]
-            q = np.array([msg.position[k] for k in index])
-        except (KeyError, IndexError):
-            self.incomplete += 1
-            return False
-        if not np.all(np.isfinite(q)):
-            self.incomplete += 1
-            return False
-        v = None
-        if len(msg.velocity) == len(msg.name):
-            v = np.array([msg.velocity[k] for k in index])
-        self.time, self.q, self.v = now, q, v
-        return True
 
 
 class StartupError(Exception):
@@ -196,7 +167,7 @@ class IKNode(Node):
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self._joint_msg = JointState()
         self.frames: Optional[LinkFrames] = None
-        self.feedback: Optional[Feedback] = None
+        self.feedback: Optional[FeedbackFilter] = None
         self.resyncs = 0
         self._needs_sync = True
         self._command_order: Optional[list] = None   # chain indices in command order
@@ -505,7 +476,8 @@ class IKNode(Node):
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
         self.stream = stream
         if self.feedback_topic:
-            self.feedback = Feedback(chain.joint_names)
+            self.feedback = FeedbackFilter(chain.joint_names, chain.lower, chain.upper,
+                                           chain.velocity)
             self._needs_sync = True
         self.get_logger().info(f'model: {chain.n} joints {chain.base_link} -> '
                                f'{chain.tip_link}, solver {solver.name} ({solver.backend})'
@@ -597,10 +569,18 @@ class IKNode(Node):
         self.tracker.set_twist(self._plan_time(), linear, angular, body)
 
     def _on_feedback(self, msg: JointState):
-        if self.feedback is not None and not self.feedback.take(msg, self._instant()[1]):
+        """Take the robot's joint state unless it is malformed or implausible (counted, logged)."""
+        if self.feedback is None:
+            return
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        stamp = None if stamp_ns == 0 else (stamp_ns - self._epoch_ns) * 1e-9
+        reason = self.feedback.take(msg.name, msg.position, msg.velocity, stamp,
+                                    self._instant()[1])
+        if reason:
             self.get_logger().warning(
-                f'feedback on {self.feedback_topic} without every joint of the chain '
-                f'{self.feedback.names} (or not finite): ignored', throttle_duration_sec=5.0)
+                f'joint state on {self.feedback_topic} rejected ({reason}): not followed; '
+                f'expected every joint of {self.feedback.names}, finite, within the limits, '
+                'moved as the arm can', throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
         if self.tracker is None:
@@ -780,7 +760,9 @@ class IKNode(Node):
                               f'{self.feedback_topic}',
                   'feedback_resyncs': str(self.resyncs)}
         if self.feedback is not None:
-            values['feedback_incomplete'] = str(self.feedback.incomplete)
+            values['feedback_rejected'] = str(sum(self.feedback.rejected.values()))
+            values.update({f'feedback_rejected_{k}': str(v)
+                           for k, v in sorted(self.feedback.rejected.items())})
             if self.feedback.time is not None:
                 values['feedback_age_s'] = f'{self._instant()[1] - self.feedback.time:.3g}'
         return values

@@ -1,0 +1,155 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Measured joint states: which ones the motion may follow.
+
+A single bad joint state must never move the command: :class:`FeedbackFilter`
+takes each measured state (names, positions, optional velocities, the
+header stamp, the arrival time) and accepts it, or rejects it with a reason
+counted in ``rejected``:
+
+* ``incomplete``: a joint of the chain missing, or fields of other lengths;
+* ``duplicate_joint``: a joint of the chain named twice;
+* ``not_finite``: a position (or a given velocity) NaN or infinite;
+* ``out_of_limits``: a position beyond a limit by more than LIMIT_SLACK;
+* ``out_of_order``: a stamp older than the last accepted state's;
+* ``implausible_jump``: a move from the last accepted state that no joint
+  could make at JUMP_FACTOR x its speed limit in the time between their
+  stamps (arrival times without stamps), plus JUMP_SLACK. A new position
+  that holds is taken once CONFIRMATIONS states in a row agree with each
+  other (plausible from one to the next): a real displacement (the arm
+  pushed, a controller switched) is followed, a glitch is not.
+
+Units: rad (m for prismatic joints), seconds. No ROS here: the node passes
+the message's fields.
+"""
+
+import collections
+import math
+from typing import Counter, Optional, Sequence, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# Positions this far beyond a limit are still a real arm's (encoder rounding, a
+# servo's overshoot at a limit): clipped by the node, not rejected.
+LIMIT_SLACK = 0.01
+# A measured move faster than this times the speed limit between two states is
+# not physical (an arm is not moved faster than its drives can follow).
+JUMP_FACTOR = 1.5
+# Plus this much (rad): sensor noise and stamp rounding.
+JUMP_SLACK = 0.005
+# Consecutive mutually plausible states that make a jump real.
+CONFIRMATIONS = 3
+
+
+class FeedbackFilter:
+    """Accept or reject measured joint states (module docstring).
+
+    Args:
+        names: the chain's joint names (chain order).
+        lower, upper: (n,) position limits.
+        velocity: (n,) speed limits (> 0).
+
+    """
+
+    def __init__(self, names: Sequence[str], lower, upper, velocity):
+        """Expect these joints with these limits; nothing accepted yet."""
+        self.names = list(names)
+        self.lower = np.asarray(lower, dtype=np.float64)
+        self.upper = np.asarray(upper, dtype=np.float64)
+        self.velocity = np.asarray(velocity, dtype=np.float64)
+        self.rejected: Counter[str] = collections.Counter()
+        self.q: Optional[FloatArray] = None
+        self.v: Optional[FloatArray] = None
+        self.stamp: Optional[float] = None
+        self.time: Optional[float] = None     # arrival time of the last accepted state
+        self._candidates: list = []           # (time, q) of a jump waiting for confirmation
+
+    def take(self, names: Sequence[str], positions: Sequence[float],
+             velocities: Sequence[float], stamp: Optional[float], now: float) -> str:
+        """Judge one measured state; return '' when accepted, else the reason (counted).
+
+        Args:
+            names: the message's joint names (any order, other joints allowed).
+            positions: one per name.
+            velocities: one per name, or empty.
+            stamp: the header stamp, seconds on the node's clock (None: unstamped).
+            now: the arrival time, seconds on the same clock.
+
+        """
+        parsed = self._parse(names, positions, velocities)
+        if isinstance(parsed, str):
+            return self._reject(parsed)
+        q, v = parsed
+        if np.any(q < self.lower - LIMIT_SLACK) or np.any(q > self.upper + LIMIT_SLACK):
+            return self._reject('out_of_limits')
+        when = now if stamp is None else stamp
+        if self.stamp is not None and stamp is not None and stamp < self.stamp:
+            return self._reject('out_of_order')
+        if self.q is not None and not self._plausible(self.q, self._when(), q, when):
+            if not self._confirmed(q, when):
+                return self._reject('implausible_jump')
+        self._candidates = []
+        self.q, self.v, self.stamp, self.time = q, v, stamp, now
+        return ''
+
+    def _parse(self, names, positions, velocities):
+        """Return (q, v) in chain order, or the reason of a malformed state."""
+        if len(positions) != len(names) or (len(velocities) not in (0, len(names))):
+            return 'incomplete'
+        where = {}
+        for k, name in enumerate(names):
+            if name in where and name in self.names:
+                return 'duplicate_joint'
+            where[name] = k
+        if any(name not in where for name in self.names):
+            return 'incomplete'
+        index = [where[name] for name in self.names]
+        q = np.array([positions[k] for k in index], dtype=np.float64)
+        v = np.array([velocities[k] for k in index], dtype=np.float64) if velocities else None
+        if not np.all(np.isfinite(q)) or (v is not None and not np.all(np.isfinite(v))):
+            return 'not_finite'
+        return q, v
+
+    def _when(self) -> float:
+        return self.time if self.stamp is None else self.stamp
+
+    def _plausible(self, q0: FloatArray, t0: float, q1: FloatArray, t1: float) -> bool:
+        """Return True when every joint could move q0 -> q1 in t1 - t0 (module docstring)."""
+        dt = max(t1 - t0, 0.0)
+        reach = JUMP_FACTOR * self.velocity * dt + JUMP_SLACK
+        return bool(np.all(np.abs(q1 - q0) <= reach))
+
+    def _confirmed(self, q: FloatArray, when: float) -> bool:
+        """Keep a jump as a candidate; True once CONFIRMATIONS agree in a row."""
+        if self._candidates and not self._plausible(self._candidates[-1][1],
+                                                    self._candidates[-1][0], q, when):
+            self._candidates = []
+        self._candidates.append((when, q))
+        return len(self._candidates) >= CONFIRMATIONS
+
+    def _reject(self, reason: str) -> str:
+        self.rejected[reason] += 1
+        return reason
+
+    def age(self, now: float) -> float:
+        """Seconds since the last accepted state arrived (inf before any)."""
+        return math.inf if self.time is None else now - self.time
+
+    def state(self) -> Tuple[Optional[FloatArray], Optional[FloatArray]]:
+        """Return the last accepted (q, v) (n,), chain order; v None when not measured."""
+        return self.q, self.v
