@@ -32,7 +32,7 @@ import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from ros_helpers import OutputDrain, unique_domain_id, wait_until
+from ros_helpers import OutputDrain, stamp_ns, unique_domain_id, wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -446,3 +446,43 @@ def test_each_bundled_robot_config_starts_the_node_and_reaches_a_target(robot):
         assert node.reaches(chain, q_goal, 60.0), node.joints[-1]
     finally:
         assert node.stop() == 0
+
+
+def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
+    """use_sim_time and a simulator reset (clock 100 s -> 5 s) mid-motion: no freeze.
+
+    The node logs and counts the jump, keeps publishing on the new clock with
+    stamps that no longer go back, and still arrives at its target.
+    """
+    from rclpy.time import Time
+    from rosgraph_msgs.msg import Clock
+    chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), *ARMS['iiwa14'][1:])
+    with in_process_node('iiwa14', use_sim_time=True,
+                         initial_positions=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]) as \
+            (node, client, spin_once):
+        clock = client.create_publisher(Clock, '/clock', 10)
+        joints = []
+        client.create_subscription(JointState, '/joint_states', joints.append, 1000)
+        target_pub = client.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
+        now = [100.0]
+
+        def run(seconds):
+            for _ in range(int(round(seconds / 0.005))):
+                now[0] += 0.005
+                clock.publish(Clock(clock=Time(nanoseconds=int(now[0] * 1e9)).to_msg()))
+                spin_once(0.002)
+
+        run(1.0)
+        assert joints, 'no joint states on simulated time'
+        target = chain.forward(np.array([0.3, 0.2, -0.2, -1.0, 0.3, 0.7, 0.2]))
+        target_pub.publish(PoseStamped(pose=matrix_to_pose(target)))
+        run(0.3)
+        assert np.max(np.abs(np.array(joints[-1].velocity))) > 0.0, 'not moving yet'
+        now[0] = 5.0                     # the simulator is reset
+        run(4.0)
+        assert node.clock_jumps_back == 1
+        after = [m for m in joints if stamp_ns(m) < 50_000_000_000]
+        assert len(after) > 100, 'the node froze after the clock went back'
+        stamps = [stamp_ns(m) for m in after]
+        assert all(b >= a for a, b in zip(stamps, stamps[1:])), 'stamps went back again'
+        assert pose_errors(chain, np.array(joints[-1].position), target)[0] <= 1e-4

@@ -259,6 +259,7 @@ class MotionTracker:
         self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
         self._stop_q = self.q
         self.twist_timeouts = 0
+        self.twists_scaled = 0
         self.local_solves = 0
         solver.set_budget(self.config.ik_timeout)
 
@@ -315,6 +316,8 @@ class MotionTracker:
             body: False: both vectors in the base frame (angular velocity in
                 world axes, about the tip origin); True: in the tip frame.
 
+        A twist faster than ``max_linear_speed`` or ``max_angular_speed`` is
+        scaled down as a whole (direction kept), counted in ``twists_scaled``.
         Each twist holds from its ``time`` until the next one or until
         ``twist_timeout`` has passed (then the arm stops: a dead-man); the
         target is integrated over exactly that time with the exact
@@ -322,8 +325,8 @@ class MotionTracker:
         twist takes effect when it arrives, not at the next command. A zero
         twist, or the timeout, releases: the arm brakes to rest at once.
         """
-        lin = np.array(linear, dtype=np.float64)
-        ang = np.array(angular, dtype=np.float64)
+        lin, ang = self._within_tip_limits(np.array(linear, dtype=np.float64),
+                                           np.array(angular, dtype=np.float64))
         self._has_target = True
         if self.mode != 'twist':
             self.mode = 'twist'
@@ -339,6 +342,17 @@ class MotionTracker:
             self._release()
             return
         self._twist = (lin, ang, bool(body))
+
+    def _within_tip_limits(self, lin: FloatArray,
+                           ang: FloatArray) -> Tuple[FloatArray, FloatArray]:
+        """Scale a twist (both parts by one factor) to max_linear_speed and max_angular_speed."""
+        speed, turn = float(np.linalg.norm(lin)), float(np.linalg.norm(ang))
+        scale = min(1.0, self.config.max_linear_speed / speed if speed > 0.0 else 1.0,
+                    self.config.max_angular_speed / turn if turn > 0.0 else 1.0)
+        if scale < 1.0:
+            self.twists_scaled += 1
+            return lin * scale, ang * scale
+        return lin, ang
 
     def _release(self) -> None:
         """Stop teleoperating: head for where braking at the acceleration limits stops the arm.

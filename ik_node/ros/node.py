@@ -160,6 +160,8 @@ class IKNode(Node):
         self.tracker: Optional[MotionTracker] = None
         self.stream: Optional[CommandStream] = None
         self._stopping = False
+        self._last_tick: Optional[float] = None
+        self.late_ticks = self.clock_jumps_back = 0
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
@@ -618,12 +620,35 @@ class IKNode(Node):
         # One instant for the command and the stamp: the state is valid at its
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
+        self._watch_clock(now)
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1
         for every, phase, publish in self._side_outputs:
             if self._ticks % every == phase:
                 publish()
+
+    def _watch_clock(self, now: float) -> None:
+        """Count ticks late by more than a period; restart the plan when the clock went back.
+
+        A clock that goes back (a simulator reset under use_sim_time) would
+        leave the whole plan in the future: nothing new would be committed
+        until the clock caught up. The plan restarts on the new clock from the
+        command it was giving (position and velocity), logged once per jump and
+        counted; a jump forward is not motion time (the stream's late-tick rule
+        brakes along the tail).
+        """
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return
+        if now - last > 2.0 * self._period:
+            self.late_ticks += 1
+        if now < last and self.stream is not None:
+            self.clock_jumps_back += 1
+            self.get_logger().warning(f'the clock went back by {last - now:.3f} s (a simulation '
+                                      'reset?): the plan restarts on the new clock')
+            q, v, _ = self.stream.sample(last)
+            self.stream.restart(now, q, v)
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.
@@ -773,6 +798,7 @@ class IKNode(Node):
         budget = tracker.solver.budget_s
         values = {'solver': tracker.solver.name, 'backend': tracker.solver.backend,
                   'mode': tracker.mode, 'twist_timeouts': str(tracker.twist_timeouts),
+                  'twists_scaled_to_speed_limits': str(tracker.twists_scaled),
                   'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}
         if target is not None:
             values.update({'target_reachable': str(target.success).lower(),
@@ -793,10 +819,11 @@ class IKNode(Node):
                        'keys_duplicate': str(trajectory.duplicates)})
         return values
 
-    @staticmethod
-    def _stream_values(stream: CommandStream) -> Dict[str, str]:
+    def _stream_values(self, stream: CommandStream) -> Dict[str, str]:
         """Diagnostics of the command stream: lead, jerk window, late ticks, stalls."""
         return {'command_lead_s': f'{stream.lead_s:.3g}',
+                'ticks_late': str(self.late_ticks),
+                'clock_jumps_back': str(self.clock_jumps_back),
                 'jerk_smoothing_delay_s': f'{stream.delay_s:.3g}',
                 'late_ticks_braked': str(stream.tails_adopted),
                 'array_stalls': str(stream.stalls)}
