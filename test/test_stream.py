@@ -144,3 +144,24 @@ def test_a_new_model_of_the_same_joints_continues_the_plan_without_a_seam():
         other = Chain.from_urdf_file(bundled_urdf('ur5e.urdf'), 'base_link', 'tool0')
         stream.use_tracker(MotionTracker(other, make_solver(other, 'auto'), TrackerConfig(),
                                          other.mid_limits(), now))
+
+
+def test_commands_at_a_limit_stay_within_it_exactly():
+    """A joint driven to its limit: every point and sample within the limits (no rounding past).
+
+    The stage's mean of positions at a limit can round 2-4e-16 past it.
+    """
+    tracker, stream = make(jerk=50.0)    # a wide window (m = 20): many terms in the mean
+    chain = tracker.chain
+    q_far = np.array(Q0)
+    q_far[1] = chain.upper[1] + 1.0      # beyond: the solver's goal is clipped to the limit
+    tracker.q0 = np.clip(q_far, chain.lower, chain.upper)
+    tracker.reset(0.0)
+    now = 0.0
+    for _ in range(300):
+        now += 0.01
+        stream.advance(now)
+        for p in stream.horizon(now):
+            assert chain.within_limits(p.q)
+        assert chain.within_limits(stream.sample(now - 0.003)[0])
+    assert stream.sample(now)[0][1] == chain.upper[1]

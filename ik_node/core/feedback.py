@@ -126,7 +126,11 @@ class FeedbackFilter:
         return q, v
 
     def _when(self) -> float:
-        return self.time if self.stamp is None else self.stamp
+        """Return the last accepted state's stamp, or its arrival time when unstamped."""
+        if self.stamp is not None:
+            return self.stamp
+        assert self.time is not None   # called only once a state was accepted
+        return self.time
 
     def _plausible(self, q0: FloatArray, t0: float, q1: FloatArray, t1: float) -> bool:
         """Return True when every joint could move q0 -> q1 in t1 - t0 (module docstring)."""

@@ -151,6 +151,10 @@ class JerkFilter:
         ddz = ((x[m + 1] - x[m]) - (x[1] - x[0])) / (h * window)
         return z, dz, ddz
 
+    def inputs(self) -> Tuple[FloatArray, ...]:
+        """Return what the window holds: m + 2 positions (n,) of the input, oldest first."""
+        return tuple(self._x)
+
     def at_rest(self) -> bool:
         """Return True when every input in the window is the same: the output rests there."""
         newest = self._x[-1]

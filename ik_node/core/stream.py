@@ -144,7 +144,8 @@ class CommandStream:
         may lie a little beyond), the velocities into the speed limits (zero when not finite
         or of the wrong size). The jerk stage restarts on the steady motion
         through (q, v); the limiting step continues from its input, ahead by the
-        stage's delay (at rest when that input would leave the position limits).
+        stage's delay (at rest when that motion, before or after q, would leave the
+        position limits).
         """
         chain = self.tracker.chain
         q = np.clip(np.array(q, dtype=np.float64), chain.lower, chain.upper)
@@ -155,8 +156,8 @@ class CommandStream:
         self.filter = self._stage(q, self.h, self._window())
         self._cap_accelerations()
         inner = self.filter.reset(q, v)
-        if not chain.within_limits(inner):
-            v = np.zeros(chain.n)
+        if not all(chain.within_limits(x) for x in self.filter.inputs()):
+            v = np.zeros(chain.n)   # the steady motion through (q, v) left the limits
             inner = self.filter.reset(q)
         self.tracker.sync(time, inner, v)
         self._points: Deque[PlanPoint] = collections.deque(
@@ -240,8 +241,7 @@ class CommandStream:
         return added
 
     def _commit(self, time: float, inner: FloatArray) -> PlanPoint:
-        z, dz, ddz = self.filter.push(inner)
-        point = PlanPoint(time, z, dz, ddz)
+        point = self._point(time, inner)
         self._points.append(point)
         return point
 
@@ -299,8 +299,14 @@ class CommandStream:
         return tail
 
     def _point(self, time: float, inner: FloatArray) -> PlanPoint:
+        """Push the limiting step's position; return the stage's output as a plan point.
+
+        The output is a mean of positions within the limits: within them up to
+        rounding (2-4e-16 past a limit was seen), which the clip removes.
+        """
         z, dz, ddz = self.filter.push(inner)
-        return PlanPoint(time, z, dz, ddz)
+        chain = self.tracker.chain
+        return PlanPoint(time, np.clip(z, chain.lower, chain.upper), dz, ddz)
 
     def horizon(self, now: float) -> List[PlanPoint]:
         """Return what a message carries: committed points from at or before now, then the tail.
@@ -340,7 +346,9 @@ class CommandStream:
         if k >= len(points) - 1:
             p = points[-1]
             return p.q.copy(), p.v.copy(), p.a.copy()
-        return _cubic(points[k], points[k + 1], time)
+        q, v, a = _cubic(points[k], points[k + 1], time)
+        chain = self.tracker.chain   # the cubic is a mean of in-limit positions, up to rounding
+        return np.clip(q, chain.lower, chain.upper), v, a
 
 
 def _cubic(start: PlanPoint, end: PlanPoint, time: float):
