@@ -13,6 +13,9 @@ set +e
 python -m pytest --junitxml=test-results/pytest.xml -p no:cacheprovider "$@" </dev/null
 status=$?
 set -e
+# A library may print at interpreter exit without a final newline (nanobind's
+# leak report): the closing line must stand alone.
+echo
 python - test-results/pytest.xml <<'PY'
 import sys
 import xml.etree.ElementTree as ET

@@ -99,6 +99,10 @@ class RuckigStage:
         """Return the current state: positions, velocities, accelerations (n,)."""
         return tuple(s.copy() for s in self._state)
 
+    def inputs(self):
+        """Return the positions (n,) this stage holds: its state's and its last target's."""
+        return self._state[0], self._last_x
+
     def at_rest(self) -> bool:
         """Return True when Ruckig rests on the limiting step's last position."""
         q, v, a = self._state
