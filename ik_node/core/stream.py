@@ -231,7 +231,7 @@ class CommandStream:
         if self.at_rest() and self.end_time < horizon - self.h:
             self._skip_idle(horizon - self.h)
         added = 0
-        while self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon)):
+        while self._next_within(horizon):
             t = self.end_time + self.h
             cmd = self.tracker.command(t, reference)
             self._commit(t, cmd.q)
@@ -239,6 +239,10 @@ class CommandStream:
         self._tail = None
         self._forget(now)
         return added
+
+    def _next_within(self, horizon: float) -> bool:
+        """Return True when the next grid instant is at or before ``horizon`` (up to rounding)."""
+        return self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon))
 
     def _commit(self, time: float, inner: FloatArray) -> PlanPoint:
         point = self._point(time, inner)
@@ -255,8 +259,7 @@ class CommandStream:
     def _adopt_tail(self, horizon: float) -> None:
         """Commit the braking tail the controller may be playing, up to ``horizon``."""
         self.tails_adopted += 1
-        while self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon)) and \
-                not self.at_rest():
+        while self._next_within(horizon) and not self.at_rest():
             t = self.end_time + self.h
             self.tracker.brake(t)
             self._commit(t, self.tracker.q)
