@@ -486,3 +486,22 @@ def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
         stamps = [stamp_ns(m) for m in after]
         assert all(b >= a for a, b in zip(stamps, stamps[1:])), 'stamps went back again'
         assert pose_errors(chain, np.array(joints[-1].position), target)[0] <= 1e-4
+
+
+def test_a_node_waiting_for_its_model_takes_per_joint_jerk_limits():
+    """joint_jerk_limits set before the model came: checked for its values, not refused."""
+    from ik_node.ros.node import IKNode
+    from rclpy.parameter import Parameter
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    try:
+        node = IKNode(context=context, parameter_overrides=[
+            Parameter('base_link', value='iiwa_link_0'), Parameter('tip_link', value='tool0')])
+        assert node.chain is None
+        ok = node.set_parameters([Parameter('joint_jerk_limits', value=[400.0] * 7)])[0]
+        assert ok.successful, ok.reason
+        bad = node.set_parameters([Parameter('joint_jerk_limits', value=[400.0, -1.0])])[0]
+        assert not bad.successful and 'jerk limits' in bad.reason
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)

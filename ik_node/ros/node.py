@@ -374,7 +374,8 @@ class IKNode(Node):
         changes = changes or {}
         per_joint = self._value('joint_jerk_limits', changes)
         values = list(per_joint) if per_joint else [self._value('max_joint_jerk', changes)]
-        n = 1 if self.chain is None or not per_joint else self.chain.n
+        # Without a model yet a list is checked for its values; its length with the model.
+        n = self.chain.n if per_joint and self.chain is not None else len(values)
         check_jerk_limits(values, n)
         return values
 
@@ -413,11 +414,11 @@ class IKNode(Node):
             self.rejected['robot_description'] += 1
             self.get_logger().error(f'robot_description refused, keeping the old model: {exc}')
 
-    def _lead(self) -> float:
-        """Return how far ahead commands are committed, s: the budget and two periods."""
+    def _budget(self) -> float:
+        """Return the latency budget, s (none for joint_states: no controller reads them)."""
         if self.output == 'joint_states':
-            return 2.0 * self._period
-        return self.get_parameter('command_latency_budget').value + 2.0 * self._period
+            return 0.0
+        return self.get_parameter('command_latency_budget').value
 
     def _stream_for(self, tracker: MotionTracker, now: float) -> CommandStream:
         """Return the command stream of a (new) tracker: the old one when the joints are the same.
@@ -430,11 +431,9 @@ class IKNode(Node):
         if old is not None and old.tracker.joint_names == tracker.joint_names:
             old.use_tracker(tracker)
             return old
-        budget = 0.0 if self.output == 'joint_states' else \
-            self.get_parameter('command_latency_budget').value
-        per_joint = self._value('joint_jerk_limits', {})
-        jerk = list(per_joint) if per_joint else [self.get_parameter('max_joint_jerk').value]
-        return CommandStream(tracker, self._period, self._lead(), jerk, budget_s=budget)
+        # Committed the budget and two periods ahead (see "What the controller gets").
+        return CommandStream(tracker, self._period, self._budget() + 2.0 * self._period,
+                             self._jerk(), budget_s=self._budget())
 
     def _plan_time(self) -> float:
         """Return the tracker's clock now: the node's clock plus the lead of the plan."""
