@@ -171,8 +171,10 @@ def test_rest_and_window_choice():
 
 
 def test_bad_jerk_limits_are_refused():
-    """Zero, negative, non-finite or a wrong count: one clear error."""
+    """Zero, negative, non-finite, out of 1-1e6 or a wrong count: one clear error."""
     np.testing.assert_array_equal(check_jerk_limits(50.0, 3), [50.0] * 3)
-    for bad in (0.0, -1.0, float('nan'), float('inf'), [1.0, 2.0]):
+    # Issue 21, defect 4: per-joint values have the scalar parameter's bounds (1 - 1e6).
+    for bad in (0.0, -1.0, float('nan'), float('inf'), [1.0, 2.0], [500.0, 500.0, 1e9],
+                [500.0, 1e-300, 500.0], 0.5):
         with pytest.raises(InvalidInputError, match='jerk limits'):
             check_jerk_limits(bad, 3)

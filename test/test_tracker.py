@@ -330,6 +330,96 @@ def test_a_lowered_acceleration_limit_brakes_as_fast_as_the_old_one_allowed():
     assert np.all(judge.last.v == 0.0)
 
 
+@pytest.mark.parametrize('seed', [4, 7, 11])
+def test_a_tiny_acceleration_limit_mid_motion_stops_at_the_old_one_then_applies(seed):
+    """Issue 21, defect 4: 0.01 rad/s^2 set at full motion drove a joint into its limit.
+
+    Every command keeps the old limit while the joints brake; no joint passes
+    its goal into a position limit; once at rest the new limit holds, and the
+    target is still reached (slowly).
+    """
+    chain, _, tracker, judge, t = moving(seed, 0.9, 40)
+    assert np.max(np.abs(judge.last.v)) > 0.5
+    old = np.array(tracker.config.accelerations(chain.n))
+    tracker.configure(_with(tracker.config, max_joint_acceleration=0.01), t)
+    goal = tracker.target_result.q if tracker.target_result is not None else None
+    while not np.all(judge.last.v == 0.0):
+        t += 0.01
+        judge(tracker.command(t), accel=old)
+        margin = np.minimum(judge.last.q - chain.lower, chain.upper - judge.last.q)
+        assert np.all(margin > 1e-3), 'a joint braked into its position limit'
+        assert t < 10.0
+    assert not tracker.braking
+    for _ in range(300):
+        t += 0.01
+        judge(tracker.command(t), accel=np.full(chain.n, 0.01))
+    assert goal is None or np.max(np.abs(judge.last.v)) > 0.0, 'it does go on'
+
+
+def test_a_speed_restored_after_a_tiny_one_applies_at_once():
+    """Issue 21, defect 4: max_linear_speed 0.001 for 0.5 s then restored left the arm crawling."""
+    chain, xml, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14')
+    judge = Judge(tracker)
+    target = reachable_target(chain, np.random.default_rng(3), q0, 0.4)
+    config = tracker.config
+    tracker.configure(_with(config, max_linear_speed=0.001), 0.0)
+    tracker.add_target(0.0, target)   # timed for 1 mm/s
+    t = 0.0
+    for _ in range(50):
+        t += 0.01
+        judge(tracker.command(t))
+    tracker.configure(config, t)
+    took = arrives(tracker, judge, target, xml, 'iiwa_link_0', 'tool0', t, timeout_s=10.0)
+    assert took is not None, 'still crawling 10 s after the speed was restored'
+    assert tracker.target_result is not None and tracker.target_result.success
+
+
+@pytest.mark.parametrize('change', [{'max_joint_acceleration': 1e9},
+                                    {'max_joint_acceleration': 1e-300},
+                                    {'joint_acceleration_limits': (5.0,) * 6 + (1e9,)},
+                                    {'joint_acceleration_limits': (5.0,) * 6 + (1e-300,)},
+                                    {'joint_acceleration_limits': (5.0,) * 6 + (1001.0,)}])
+def test_per_joint_acceleration_limits_have_the_scalars_bounds(change):
+    """Issue 21, defect 4: 1e9 and 1e-300 in the list were accepted (scalar: 0.01-1000)."""
+    tracker = tracker_for('iiwa14')
+    with pytest.raises(InvalidInputError, match=r'\[0.01, 1000\]'):
+        tracker.configure(_with(tracker.config, **change), 0.0)
+    tracker.configure(_with(tracker.config, joint_acceleration_limits=(0.01,) * 6 + (1000.0,)),
+                      0.0)
+
+
+def test_a_new_model_with_a_limit_inside_the_braking_distance_is_refused():
+    """Issue 21, defect 4: such a model was accepted; the joint stopped at the limit at 12-27x."""
+    chain, xml, q0 = CHAINS['iiwa14']
+    tracker = tracker_for('iiwa14', smoothing=False)
+    judge = Judge(tracker)
+    tracker.add_target(0.0, chain.forward(q0 + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.5])))
+    t = 0.0
+    while abs(judge.last.v[6]) < 1.0:
+        t += 0.01
+        judge(tracker.command(t))
+    q7, v7 = judge.last.q[6], judge.last.v[6]
+    stop = q7 + v7 * abs(v7) / (2.0 * tracker.config.accelerations(7)[6])
+    assert stop > q7 + 0.05
+    limit = f'{0.5 * (q7 + stop):.6f}'  # between here and where braking ends
+    narrow_xml = xml.replace('lower="-3.054326" upper="3.054326"',
+                             f'lower="-3.054326" upper="{limit}"', 1)
+    narrow = Chain.from_urdf_string(narrow_xml, 'iiwa_link_0', 'tool0')
+    assert narrow.upper[6] == float(limit)
+    with pytest.raises(ModelError, match='beyond the new model'):
+        carried_over(tracker, narrow, make_solver(narrow, 'auto'), q0, t)
+    # Beyond the braking distance it is taken, and the joint stops within it.
+    wide_xml = xml.replace('lower="-3.054326" upper="3.054326"',
+                           f'lower="-3.054326" upper="{stop + 0.01:.6f}"', 1)
+    wide = Chain.from_urdf_string(wide_xml, 'iiwa_link_0', 'tool0')
+    new = carried_over(tracker, wide, make_solver(wide, 'auto'), q0, t)
+    judge.tracker, judge.chain = new, wide
+    for _ in range(300):
+        t += 0.01
+        judge(new.command(t))
+
+
 def test_invalid_configurations_are_refused_and_change_nothing():
     tracker = tracker_for('iiwa14')
     before = tracker.config

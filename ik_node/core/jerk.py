@@ -48,6 +48,9 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
+# Jerk limits accepted, rad/s^3 (m/s^3): the scalar parameter's and each joint's.
+JERK_RANGE = (1.0, 1e6)
+
 
 def smoothing_steps(period: float, accel, jerk) -> int:
     """Return m >= 1: the smallest window W = m period with W >= 2 a / j for every joint.
@@ -64,18 +67,19 @@ def smoothing_steps(period: float, accel, jerk) -> int:
 
 
 def check_jerk_limits(values, n: int) -> FloatArray:
-    """Return per-joint jerk limits (n,) from one value or n values, all finite and > 0.
+    """Return per-joint jerk limits (n,) from one value or n values, each within JERK_RANGE.
 
     Raises:
-        InvalidInputError: a value not finite or not > 0, or a wrong count.
+        InvalidInputError: a value outside JERK_RANGE (or NaN), or a wrong count.
 
     """
     limits = np.array(values, dtype=np.float64).reshape(-1)
     if limits.size == 1:
         limits = np.full(n, limits[0])
-    if limits.size != n or not np.all(np.isfinite(limits)) or not np.all(limits > 0.0):
-        raise InvalidInputError(f'jerk limits: expected one or {n} finite values > 0, received '
-                                f'{np.asarray(values).tolist()}')
+    low, high = JERK_RANGE
+    if limits.size != n or not np.all((limits >= low) & (limits <= high)):
+        raise InvalidInputError(f'jerk limits: expected one or {n} values in [{low:g}, '
+                                f'{high:g}], received {np.asarray(values).tolist()}')
     return limits
 
 

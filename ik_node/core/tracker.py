@@ -70,6 +70,8 @@ FALLBACK_GAIN = 0.01
 # tick to tick, and chasing that kept the arm "moving" at ~1e-15 rad/s. Also
 # when a reset is over (with the joints at rest).
 ARRIVED = 1e-12
+# Acceleration limits accepted (rad/s^2 or m/s^2), the scalar and each joint's.
+ACCELERATION_RANGE = (1e-2, 1000.0)
 # A sampled pose this close (m, rad) to the newest target is that target (the
 # trajectory's end key goes through a quaternion and back).
 ARRIVED_POSE = 1e-9
@@ -141,10 +143,13 @@ class TrackerConfig:
             if not (isinstance(value, (int, float)) and 0.0 < value < math.inf):
                 raise InvalidInputError(f'{name}: expected a finite number > 0, received '
                                         f'{value!r}')
+        low, high = ACCELERATION_RANGE
         limits = self.joint_acceleration_limits
-        if not all(isinstance(a, (int, float)) and 0.0 < a < math.inf for a in limits):
-            raise InvalidInputError(f'joint_acceleration_limits: expected finite numbers > 0, '
-                                    f'received {list(limits)}')
+        for name, values in (('max_joint_acceleration', [self.max_joint_acceleration]),
+                             ('joint_acceleration_limits', list(limits))):
+            if not all(isinstance(a, (int, float)) and low <= a <= high for a in values):
+                raise InvalidInputError(f'{name}: expected values in [{low:g}, {high:g}] '
+                                        f'rad/s^2, received {values}')
         if limits and n is not None and len(limits) != n:
             raise InvalidInputError(f'joint_acceleration_limits: expected {n} values (one per '
                                     f'joint, chain order) or none, received {len(limits)}')
@@ -235,6 +240,7 @@ class MotionTracker:
         self._limits = limits if compiled is None else compiled.L
         self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
         self._a_max = np.array(self.config.accelerations(chain.n))
+        self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
         self._posture = self._posture_of(self.config)
         self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
         self.reach = chain.reach_bound()
@@ -425,11 +431,16 @@ class MotionTracker:
         """
         config.check(self.chain.n)
         self.solver.set_budget(config.ik_timeout)
-        self._a_max = np.minimum(config.accelerations(self.chain.n), self._a_cap)
         self._posture = self._posture_of(config)
-        self.trajectory.max_linear_speed = config.max_linear_speed
-        self.trajectory.max_angular_speed = config.max_angular_speed
+        speeds = (config.max_linear_speed, config.max_angular_speed)
+        retime = speeds != (self.config.max_linear_speed, self.config.max_angular_speed)
+        self.trajectory.max_linear_speed, self.trajectory.max_angular_speed = speeds
         was_smooth, self.config = self.config.smoothing, config
+        self._use_accelerations(np.minimum(config.accelerations(self.chain.n), self._a_cap))
+        if retime and self.mode == 'trajectory':
+            # The trajectory was timed for the old tip speeds: time it anew from
+            # here (a speed restored after a tiny one applies at once).
+            self._restart_trajectory(time)
         if config.smoothing != was_smooth and self.mode in ('trajectory', 'direct'):
             if config.smoothing:
                 self._restart_trajectory(time)
@@ -448,7 +459,26 @@ class MotionTracker:
         A lowered limit applies as the limiting step allows (braking).
         """
         self._a_cap = np.array(cap, dtype=np.float64)
-        self._a_max = np.minimum(self.accelerations, self._a_cap)
+        self._use_accelerations(np.minimum(self.accelerations, self._a_cap))
+
+    def _use_accelerations(self, limits: FloatArray) -> None:
+        """Take new acceleration limits (n,): raised ones at once, lowered ones from rest.
+
+        A joint moving at speed cannot stop within a lowered limit before its
+        goal or its position limit (0.01 rad/s^2 from 1 rad/s: 50 s, 50 rad).
+        So while any joint moves, a lowered limit waits: the joints brake to
+        rest at the limits they had, then the new ones apply (``braking``).
+        """
+        if np.all(limits >= self._a_max) or np.all(self.v == 0.0):
+            self._a_max, self._a_next = np.array(limits, dtype=np.float64), None
+        else:
+            self._a_max = np.maximum(self._a_max, limits)   # the raised joints at once
+            self._a_next = np.array(limits, dtype=np.float64)
+
+    @property
+    def braking(self) -> bool:
+        """Return True while lowered acceleration limits wait for the joints to rest."""
+        return self._a_next is not None
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
@@ -489,6 +519,8 @@ class MotionTracker:
         dt = float(time) - self.time
         if not dt > 0.0:
             return self.command_now()
+        if self._a_next is not None:
+            return self._brake_for_lowered_limits(float(time))
         if self.mode == 'twist':
             self._move_twist_target(float(time))
         goal = self._goal(time, self.q if reference is None else reference)
@@ -517,6 +549,18 @@ class MotionTracker:
         self.q, self.v = self._step(np.full(n, np.nan), np.zeros(n), dt)
         self.time = float(time)
         self._last_goal = None
+        return self.command_now()
+
+    def _brake_for_lowered_limits(self, time: float) -> Command:
+        """Brake to rest at the old limits; at rest, apply the lowered ones (see above)."""
+        if self.mode == 'twist':
+            self._move_twist_target(time)
+        self.brake(time)
+        if np.all(self.v == 0.0):
+            assert self._a_next is not None
+            self._a_max, self._a_next = self._a_next, None
+            if self.mode == 'trajectory':
+                self._restart_trajectory(time)   # from where it stopped
         return self.command_now()
 
     def skip_to(self, time: float) -> None:
@@ -790,7 +834,9 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
 
     Raises:
         ModelError: same joints, but the current positions are outside the
-            new model's limits (refuse the model: following it would jump).
+            new model's limits (refuse the model: following it would jump),
+            a joint is faster than its new speed limit, or braking from here
+            would end beyond a new position limit.
 
     """
     if chain.joint_names != old.joint_names:
@@ -799,6 +845,15 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
     if not chain.within_limits(q):
         raise ModelError(f'the current joint positions {np.round(q, 6).tolist()} are outside '
                          "the new model's limits: following it would jump")
+    if np.any(np.abs(old.v) > chain.velocity):
+        raise ModelError(f'the joints move at {np.round(old.v, 3).tolist()} rad/s, faster than '
+                         f"the new model's speed limits {chain.velocity.tolist()}: send the "
+                         'model again when the arm is slower or at rest')
+    stop = q + old.v * np.abs(old.v) / (2.0 * old._a_max)   # where braking now ends
+    if not chain.within_limits(np.where(old.v == 0.0, q, stop)):
+        raise ModelError(f'the joints moving at {np.round(old.v, 3).tolist()} rad/s would '
+                         f"stop at {np.round(stop, 3).tolist()}, beyond the new model's limits: "
+                         'send the model again when the arm is slower or at rest')
     tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v)
     tracker.q0 = chain.check_q(q0, 'q0').copy()
     tracker.set_pole(old.pole)
