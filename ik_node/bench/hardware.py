@@ -35,7 +35,7 @@ from ik_node.bench.standins import derivatives, ForwardController, LagServo, Moc
     Point, Trajectory, TrajectoryController
 from ik_node.core.chain import Chain
 from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream
+from ik_node.core.stream import CommandStream, controller_lead
 from ik_node.core.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
@@ -178,7 +178,7 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
     chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
     config = TrackerConfig(joint_acceleration_limits=tuple(accel))
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, q0, 0.0)
-    lead = budget + 2.0 * period
+    lead = controller_lead(period, budget)
     kwargs = {}
     if stage == 'ruckig':
         from ik_node.bench.ruckig_stage import ruckig_stage

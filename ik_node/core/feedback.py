@@ -24,6 +24,10 @@ counted in ``rejected``:
 * ``not_finite``: a position (or a given velocity) NaN or infinite;
 * ``out_of_limits``: a position beyond a limit by more than LIMIT_SLACK;
 * ``out_of_order``: a stamp older than the last accepted state's;
+* ``stale``: a stamp older than its arrival by more than the feedback timeout
+  (stamps and the node on one clock: ros2_control's joint_state_broadcaster
+  stamps with the controller manager's clock; the same machine, or clocks
+  synchronised, or both on ``/clock``);
 * ``implausible_jump``: a move from the last accepted state that no joint
   could make at JUMP_FACTOR x its speed limit in the time between their
   stamps (arrival times without stamps), plus JUMP_SLACK. A new position
@@ -31,16 +35,37 @@ counted in ``rejected``:
   other (plausible from one to the next): a real displacement (the arm
   pushed, a controller switched) is followed, a glitch is not.
 
+What the motion does with the accepted states is :class:`FeedbackPolicy`'s
+decision (hold, start from the measured state, or re-sync), judged against
+the command history of the :class:`ik_node.core.stream.CommandStream`:
+
+**Lag is not a disturbance.** A position servo follows its setpoint with a
+lag; a first-order servo of time constant tau is at a weighted mean of the
+setpoints it was given, the weights decaying as exp(-s / tau). So a measured
+position within the range of the commands of the last LAG_WINDOW_TAUS x
+``servo_lag`` seconds (e^-4: 1.8 % of an older excursion left), widened by
+``tolerance``, is explained by lag, however fast the joint moves; an
+over-damped second-order servo (a PD loop) too, and its small overshoot and
+gravity sag count against ``tolerance``. A position outside that range is a
+disturbance (pushed, another controller, an e-stop released): the plan
+restarts from the measured position and velocity. Detection: at the first
+state outside, which for an arm holding still is the first state displaced by
+more than ``tolerance``; for a joint pushed back against its motion, within
+the window (the range's trailing end passes it) plus one state period.
+
 Units: rad (m for prismatic joints), seconds. No ROS here: the node passes
-the message's fields.
+the message's fields and its clock.
 """
 
 import collections
 import math
-from typing import Counter, Optional, Sequence, Tuple
+from typing import Counter, Optional, Sequence, Tuple, TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:  # only for annotations: stream imports the tracker
+    from ik_node.core.stream import CommandStream
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -54,6 +79,8 @@ JUMP_FACTOR = 1.5
 JUMP_SLACK = 0.005
 # Consecutive mutually plausible states that make a jump real.
 CONFIRMATIONS = 3
+# The commands of this many servo time constants back explain a measured position.
+LAG_WINDOW_TAUS = 4.0
 
 
 class FeedbackFilter:
@@ -66,8 +93,10 @@ class FeedbackFilter:
 
     """
 
-    def __init__(self, names: Sequence[str], lower, upper, velocity):
+    def __init__(self, names: Sequence[str], lower, upper, velocity,
+                 timeout: float = math.inf):
         """Expect these joints with these limits; nothing accepted yet."""
+        self.timeout = float(timeout)
         self.names = list(names)
         self.lower = np.asarray(lower, dtype=np.float64)
         self.upper = np.asarray(upper, dtype=np.float64)
@@ -100,6 +129,8 @@ class FeedbackFilter:
         when = now if stamp is None else stamp
         if self.stamp is not None and stamp is not None and stamp < self.stamp:
             return self._reject('out_of_order')
+        if stamp is not None and now - stamp > self.timeout:
+            return self._reject('stale')
         if self.q is not None and not self._plausible(self.q, self._when(), q, when):
             if not self._confirmed(q, when):
                 return self._reject('implausible_jump')
@@ -146,6 +177,11 @@ class FeedbackFilter:
         self._candidates.append((when, q))
         return len(self._candidates) >= CONFIRMATIONS
 
+    def forget(self) -> None:
+        """Forget every state taken (rejection counts stay): the next one is taken as it is."""
+        self.q = self.v = self.stamp = self.time = None
+        self._candidates = []
+
     def _reject(self, reason: str) -> str:
         self.rejected[reason] += 1
         return reason
@@ -157,3 +193,97 @@ class FeedbackFilter:
     def state(self) -> Tuple[Optional[FloatArray], Optional[FloatArray]]:
         """Return the last accepted (q, v) (n,), chain order; v None when not measured."""
         return self.q, self.v
+
+    def measured_at(self) -> Optional[float]:
+        """Return when the last accepted state was measured: its stamp, else its arrival."""
+        return None if self.time is None else self._when()
+
+
+class FeedbackPolicy:
+    """What the motion starts from, each tick, given the measured states (module docstring).
+
+    Args:
+        names, lower, upper, velocity: the chain's joints and limits (FeedbackFilter).
+        timeout: a state older than this (arrival; stamp too) is stale, s: hold.
+        tolerance: a measured position this far outside the lag-explained
+            range of commands is a disturbance, rad (m).
+        servo_lag: the slowest servo time constant assumed, s (>= 0).
+
+    Attributes:
+        filter: the FeedbackFilter (rejections counted by reason).
+        resyncs: disturbances followed (plan restarted from the measured state).
+        last: what the last :meth:`decide` did: 'hold', 'sync', 'resync' or 'follow'.
+
+    """
+
+    def __init__(self, names: Sequence[str], lower, upper, velocity, timeout: float,
+                 tolerance: float, servo_lag: float):
+        """Start holding: nothing is commanded before the first measured state."""
+        self.filter = FeedbackFilter(names, lower, upper, velocity, timeout)
+        self.configure(timeout, tolerance, servo_lag)
+        self.resyncs = 0
+        self.last = 'hold'
+        self._synced = False
+
+    def configure(self, timeout: float, tolerance: float, servo_lag: float) -> None:
+        """Use new settings from the next state and tick on (arguments as the constructor's)."""
+        self.timeout = self.filter.timeout = float(timeout)
+        self.tolerance = float(tolerance)
+        self.servo_lag = float(servo_lag)
+
+    def take(self, names: Sequence[str], positions: Sequence[float],
+             velocities: Sequence[float], stamp: Optional[float], now: float) -> str:
+        """Judge one measured state (FeedbackFilter.take): '' when accepted, else the reason."""
+        return self.filter.take(names, positions, velocities, stamp, now)
+
+    def forget(self) -> None:
+        """Forget the states taken (the clock went back): hold until a fresh one comes."""
+        self.filter.forget()
+        self._synced = False
+
+    def stale(self, now: float) -> bool:
+        """Return True when no state came within the timeout (or none yet)."""
+        return self.filter.age(now) > self.timeout
+
+    def holding(self) -> bool:
+        """Return True while the plan waits for a fresh state (nothing may be commanded)."""
+        return not self._synced
+
+    def decide(self, now: float, stream: 'CommandStream') -> Optional[FloatArray]:
+        """Restart ``stream`` where needed; return the reference joints (n,), or None: hold.
+
+        Hold while the feedback is stale (the controller plays the last
+        message's braking tail; the next fresh state restarts the plan there,
+        'sync'); restart from the measured position and velocity when the
+        measured state is a disturbance ('resync'); else follow ('follow').
+        """
+        if self.stale(now):
+            self._synced = False
+            self.last = 'hold'
+            return None
+        fb = self.filter
+        assert fb.q is not None   # not stale: a state was accepted
+        if not self._synced:
+            stream.restart(now, fb.q, fb.v)
+            self._synced = True
+            self.last = 'sync'
+        elif self.disturbed(stream):
+            stream.restart(now, fb.q, fb.v)
+            self.resyncs += 1
+            self.last = 'resync'
+        else:
+            self.last = 'follow'
+        return fb.q
+
+    def disturbed(self, stream: 'CommandStream') -> bool:
+        """Return True when the last state lies outside the commands' lag-explained range.
+
+        A state measured before the plan's last restart reflects the commands
+        before it (forgotten): not judged.
+        """
+        fb = self.filter
+        when = fb.measured_at()
+        if fb.q is None or when is None or when < stream.restarted_at:
+            return False
+        lo, hi = stream.command_range(when - LAG_WINDOW_TAUS * self.servo_lag, when)
+        return bool(np.any(fb.q < lo - self.tolerance) or np.any(fb.q > hi + self.tolerance))

@@ -59,6 +59,13 @@ FloatArray = npt.NDArray[np.float64]
 # A tick is late when its message may reach the controller less than this
 # fraction of a period before the previous message's committed end.
 LATE_MARGIN = 0.5
+# Periods committed ahead beyond the latency budget when a controller reads the
+# commands: one for the tick spacing, two for a tick that comes late (a loaded
+# machine; under use_sim_time the node sees the simulator's clock in its steps
+# and may skip one: 16 ms gaps between 100 Hz ticks on a 4 ms /clock were
+# common, and with one period of slack every other tick braked).
+CONTROLLER_LEAD_PERIODS = 3.0
+
 # Committed points older than this (s) behind the clock are forgotten.
 KEEP_S = 1.0
 # position_array: no array sent for this many periods is a stall (the forward
@@ -67,6 +74,11 @@ STALL_PERIODS = 1.5
 # A tail longer than this many steps is cut (a speed limit far above what the
 # acceleration limit stops quickly; the tail still ends at rest: see _tail).
 MAX_TAIL_STEPS = 20000
+
+
+def controller_lead(period: float, budget_s: float) -> float:
+    """Return the lead, s, of a stream a controller reads: the budget + CONTROLLER_LEAD_PERIODS."""
+    return budget_s + CONTROLLER_LEAD_PERIODS * period
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +174,7 @@ class CommandStream:
         self.tracker.sync(time, inner, v)
         self._points: Deque[PlanPoint] = collections.deque(
             [PlanPoint(float(time), q, v, np.zeros(chain.n))])
+        self.restarted_at = float(time)
         self._tail = None
         self._published_end = None
         self._sampled_at = None
@@ -269,6 +282,19 @@ class CommandStream:
             self._points.popleft()
 
     # -- output -------------------------------------------------------------------------
+
+    def command_range(self, start: float, end: float) -> Tuple[FloatArray, FloatArray]:
+        """Return (lowest, highest) (n,) commanded positions over [start, end], seconds.
+
+        The committed points in the interval and the commands at both ends
+        (sampled as a controller plays them; before the oldest point kept:
+        that point). The cubic between two grid points may pass its ends by
+        at most a|h^2|/8-order amounts (micro-radians at the limits): ignored.
+        """
+        ends = [self.sample(start)[0], self.sample(end)[0]]
+        inside = [p.q for p in self._points if start < p.time < end]
+        stacked = np.array(ends + inside)
+        return stacked.min(axis=0), stacked.max(axis=0)
 
     def tail(self) -> List[PlanPoint]:
         """Return the braking tail after the newest committed point, to rest (once per advance).

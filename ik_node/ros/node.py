@@ -40,13 +40,14 @@ from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
-from ik_node.core.feedback import FeedbackFilter
+from ik_node.core.feedback import FeedbackPolicy
 from ik_node.core.frames import LinkFrames
-from ik_node.core.jerk import check_jerk_limits
+from ik_node.core.jerk import check_jerk_limits, JERK_RANGE
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.solver import make_solver, SOLVER_NAMES
-from ik_node.core.stream import CommandStream
-from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.stream import CommandStream, controller_lead
+from ik_node.core.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
+    TrackerConfig
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     joint_state, matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
@@ -90,6 +91,8 @@ FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_l
                     'command_latency_budget', 'controller_rate')
 # Jerk limits: parameter names of the scalar and of the per-joint list.
 JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
+# Read by the feedback policy (FeedbackPolicy.configure).
+FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
 # Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
 CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
                      'max_angular_speed': 'max_angular_speed',
@@ -169,9 +172,7 @@ class IKNode(Node):
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self._joint_msg = JointState()
         self.frames: Optional[LinkFrames] = None
-        self.feedback: Optional[FeedbackFilter] = None
-        self.resyncs = 0
-        self._needs_sync = True
+        self.feedback: Optional[FeedbackPolicy] = None
         self._command_order: Optional[list] = None   # chain indices in command order
         self.add_on_set_parameters_callback(
             self._guarded(self._validate_parameters, _refused_parameters))
@@ -239,18 +240,18 @@ class IKNode(Node):
             'tip rotation speed limit, rad/s', 1e-3, 20.0))
         self.declare_parameter('max_joint_acceleration', TrackerConfig.max_joint_acceleration,
                                _descriptor('acceleration limit of every joint, rad/s^2 '
-                                           '(m/s^2 for prismatic joints)', 1e-2, 1000.0))
+                                           '(m/s^2 for prismatic joints)', *ACCELERATION_RANGE))
         self.declare_parameter('joint_acceleration_limits', Parameter.Type.DOUBLE_ARRAY,
                                _descriptor('per-joint acceleration limits in chain order '
                                            '(replace max_joint_acceleration when set)'))
         self.declare_parameter('max_joint_jerk', 500.0, _descriptor(
-            'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic joints)', 1.0, 1e6))
+            'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic joints)', *JERK_RANGE))
         self.declare_parameter('joint_jerk_limits', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'per-joint jerk limits in chain order (replace max_joint_jerk when set)'))
         self.declare_parameter('command_latency_budget', 0.03, _descriptor(
             'joint_trajectory / position_array: the longest delay from a tick to the '
             'controller reading its message (transport, clock offset, tick lateness), s; '
-            'commands are committed this much (plus two periods) ahead', 0.0, 1.0))
+            'commands are committed this much (plus three periods) ahead', 0.0, 1.0))
         self.declare_parameter('controller_rate', 0.0, _descriptor(
             "position_array: the controller manager's update_rate, Hz; arrays are sent at "
             'this rate, sampled from the plan (0: publish_rate)', 0.0, 10000.0))
@@ -262,7 +263,7 @@ class IKNode(Node):
         self.declare_parameter('initial_positions', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'start joint vector in chain order (default: mid-limits)'))
         self.declare_parameter('ik_timeout', TrackerConfig.ik_timeout, _descriptor(
-            'Jacobian solver budget per solve, s', 1e-4, 1.0))
+            'Jacobian solver budget per solve, s of CPU time', 1e-4, 1.0))
         self.declare_parameter('posture', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'preferred joint vector, chain order: a redundant arm drifts toward it where the '
             'target leaves freedom, keeping the tip (empty: none)'))
@@ -277,8 +278,11 @@ class IKNode(Node):
             'feedback older than this is stale: the node holds and commands nothing, s',
             1e-3, 10.0))
         self.declare_parameter('resync_tolerance', 0.1, _descriptor(
-            'the command restarts from the measured joints when they differ by more, rad',
-            1e-6, 10.0))
+            'the command restarts from the measured joints when they leave the range of the '
+            'commands of the last 4 x servo_lag seconds by more, rad', 1e-6, 10.0))
+        self.declare_parameter('servo_lag', 0.15, _descriptor(
+            "the slowest time constant of the robot's position servos, s: a lag this slow "
+            'never re-syncs', 0.0, 2.0))
         self.declare_parameter('command_output', 'joint_states', _descriptor(
             'joint_states, joint_trajectory (trajectory_msgs/JointTrajectory for '
             'joint_trajectory_controller) or position_array (std_msgs/Float64MultiArray for '
@@ -368,6 +372,8 @@ class IKNode(Node):
             self.tracker.configure(self._config(), self._plan_time())
         if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) and self.stream is not None:
             self.stream.set_jerk(self._jerk())
+        if names & set(FEEDBACK_PARAMETERS) and self.feedback is not None:
+            self.feedback.configure(*self._feedback_settings())
 
     def _jerk(self, changes: Optional[Dict[str, object]] = None):
         """Return the jerk limits: the per-joint list, else the scalar (IKError if invalid)."""
@@ -431,9 +437,12 @@ class IKNode(Node):
         if old is not None and old.tracker.joint_names == tracker.joint_names:
             old.use_tracker(tracker)
             return old
-        # Committed the budget and two periods ahead (see "What the controller gets").
-        return CommandStream(tracker, self._period, self._budget() + 2.0 * self._period,
-                             self._jerk(), budget_s=self._budget())
+        # What a controller reads: committed the budget and three periods ahead
+        # (see "What the controller gets"); joint_states (nothing reads them
+        # later than now): two periods.
+        lead = 2.0 * self._period if self.output == 'joint_states' else \
+            controller_lead(self._period, self._budget())
+        return CommandStream(tracker, self._period, lead, self._jerk(), budget_s=self._budget())
 
     def _plan_time(self) -> float:
         """Return the tracker's clock now: the node's clock plus the lead of the plan."""
@@ -477,9 +486,8 @@ class IKNode(Node):
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
         self.stream = stream
         if self.feedback_topic:
-            self.feedback = FeedbackFilter(chain.joint_names, chain.lower, chain.upper,
-                                           chain.velocity)
-            self._needs_sync = True
+            self.feedback = FeedbackPolicy(chain.joint_names, chain.lower, chain.upper,
+                                           chain.velocity, *self._feedback_settings())
         self.get_logger().info(f'model: {chain.n} joints {chain.base_link} -> '
                                f'{chain.tip_link}, solver {solver.name} ({solver.backend})'
                                + (f'; {solver.model_note}' if solver.model_note else ''))
@@ -580,8 +588,9 @@ class IKNode(Node):
         if reason:
             self.get_logger().warning(
                 f'joint state on {self.feedback_topic} rejected ({reason}): not followed; '
-                f'expected every joint of {self.feedback.names}, finite, within the limits, '
-                'moved as the arm can', throttle_duration_sec=5.0)
+                f'expected every joint of {self.feedback.filter.names}, finite, within the '
+                'limits, moved as the arm can, stamped within feedback_timeout',
+                throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
         if self.tracker is None:
@@ -612,7 +621,13 @@ class IKNode(Node):
 
     def _needs_sync_held(self) -> bool:
         """Return True when feedback holds the commands back (nothing is being sent)."""
-        return self.feedback is not None and self._needs_sync
+        return self.feedback is not None and self.feedback.holding()
+
+    def _feedback_settings(self, changes: Optional[Dict[str, object]] = None):
+        """Return (feedback_timeout, resync_tolerance, servo_lag) of the parameters."""
+        changes = changes or {}
+        return tuple(float(self._value(name, changes)) for name in
+                     ('feedback_timeout', 'resync_tolerance', 'servo_lag'))
 
     def _tick(self):
         """Publish the joint command of this instant, then a side output when one is due."""
@@ -648,36 +663,29 @@ class IKNode(Node):
                                       'reset?): the plan restarts on the new clock')
             q, v, _ = self.stream.sample(last)
             self.stream.restart(now, q, v)
+            if self.feedback is not None:
+                self.feedback.forget()   # states stamped on the old clock
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.
 
-        With feedback, the measured joints are compared with the command the
-        controller executes now (the plan at now); they restart the plan when
-        they leave it by more than resync_tolerance. Held for stale feedback,
-        the node publishes nothing: the controller plays the last message's
-        braking tail (a smooth stop) and the plan restarts from the measured
-        state when states come back.
+        With feedback, the core's FeedbackPolicy decides what the plan starts
+        from: held while the feedback is stale (nothing published: the
+        controller plays the last message's braking tail), restarted from the
+        measured state when it comes back or when the arm was disturbed
+        (a deviation that the commands' servo lag does not explain).
         """
         reference = None
         stream = self.stream
         if self.feedback is not None:
-            fb = self.feedback
-            if fb.time is None or now - fb.time > self.get_parameter('feedback_timeout').value:
-                self._needs_sync = True    # hold: command nothing until it is fresh again
+            reference = self.feedback.decide(now, stream)
+            if reference is None:
                 return False
-            if self._needs_sync:
-                stream.restart(now, fb.q, fb.v)
-                self._needs_sync = False
-            elif float(np.max(np.abs(fb.q - stream.sample(now)[0]))) > \
-                    self.get_parameter('resync_tolerance').value:
-                self.resyncs += 1
+            if self.feedback.last == 'resync':
                 self.get_logger().warning(
-                    'the measured joints left the command by more than resync_tolerance '
-                    '(pushed? controller switched?): continuing from where the arm is',
-                    throttle_duration_sec=1.0)
-                stream.restart(now, fb.q, fb.v)
-            reference = fb.q
+                    'the measured joints left the commands of the last 4 x servo_lag by more '
+                    'than resync_tolerance (pushed? controller switched?): continuing from '
+                    'where the arm is', throttle_duration_sec=1.0)
         stream.advance(now, reference)
         self._publish(stamp, now)
         return True
@@ -718,7 +726,7 @@ class IKNode(Node):
 
     def _send_array(self):
         """position_array: the plan's positions at this instant, in command order."""
-        if self.stream is None or (self.feedback is not None and self._needs_sync):
+        if self.stream is None or self._needs_sync_held():
             return
         q = self.stream.send(self._instant()[1])
         self.command_pub.publish(Float64MultiArray(data=[float(q[k])
@@ -765,13 +773,13 @@ class IKNode(Node):
 
     def _feedback_problem(self) -> str:
         """Return why the node holds for want of feedback ('' when it does not)."""
-        fb = self.feedback
-        if fb is None:
+        if self.feedback is None:
             return ''
+        fb = self.feedback.filter
         if fb.time is None:
             return f'waiting for the joint states on {self.feedback_topic}: no command yet'
         age = self._instant()[1] - fb.time
-        if age > self.get_parameter('feedback_timeout').value:
+        if age > self.feedback.timeout:
             return (f'feedback on {self.feedback_topic} is stale ({age:.3f} s old): holding, '
                     'no command')
         return ''
@@ -782,13 +790,14 @@ class IKNode(Node):
             return {'feedback': 'off (the node publishes joint_states itself)'}
         values = {'feedback': f"{'stale' if self._feedback_problem() else 'ok'} on "
                               f'{self.feedback_topic}',
-                  'feedback_resyncs': str(self.resyncs)}
+                  'feedback_resyncs': str(0 if self.feedback is None else self.feedback.resyncs)}
         if self.feedback is not None:
-            values['feedback_rejected'] = str(sum(self.feedback.rejected.values()))
+            fb = self.feedback.filter
+            values['feedback_rejected'] = str(sum(fb.rejected.values()))
             values.update({f'feedback_rejected_{k}': str(v)
-                           for k, v in sorted(self.feedback.rejected.items())})
-            if self.feedback.time is not None:
-                values['feedback_age_s'] = f'{self._instant()[1] - self.feedback.time:.3g}'
+                           for k, v in sorted(fb.rejected.items())})
+            if fb.time is not None:
+                values['feedback_age_s'] = f'{self._instant()[1] - fb.time:.3g}'
         return values
 
     @staticmethod
