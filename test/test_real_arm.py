@@ -24,6 +24,7 @@ hardware. Arrival is judged on the joint states it broadcasts, by the tests'
 own FK.
 """
 
+import json
 import os
 from pathlib import Path
 import signal
@@ -272,6 +273,45 @@ def test_stale_feedback_holds_the_commands_and_fresh_feedback_resumes_them():
         assert loop.stop() == 0
 
 
+def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
+    """Issue 21, defect 3: with no state the node sent nothing; the controller held (a hard stop).
+
+    position_array, the joint states paused 0.5 s while a joint moves at 0.4
+    rad/s or more: what the stand-in writes slows down before it stands still
+    (a held array stops it at once: its speed just before standing still is
+    the full speed). Judged over 40 ms: the arrays reach the controller with
+    DDS timing jitter. The states back, the arm goes on to the target.
+    """
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', 'position_array', lag=0.02)
+
+    def speed(samples):
+        """Fastest joint's mean speed over ``samples`` ((time, q) pairs), rad/s."""
+        (t0, q0), (t1, q1) = samples[0], samples[-1]
+        return float(np.max(np.abs(q1 - q0))) / (t1 - t0)
+
+    try:
+        loop.node.ready(60.0)
+        target = far_target(chain, MOCK_START['iiwa14'], [0.6, -0.4, 0.5, 0.4, -0.5, 0.4, 0.6])
+        loop.node.send(target)
+        assert loop.flowing(loop.pause_pub)
+        assert loop.node.wait(lambda: len(loop.written) > 10 and
+                              speed(loop.written[-11:]) > 0.4, 10.0), 'never fast'
+        paused_at = len(loop.written)
+        loop.pause_pub.publish(Bool(data=True))
+        loop.node.spin(0.6)
+        during = loop.written[paused_at:]
+        q = np.array([w[1] for w in during])
+        still = next(k for k in range(len(q) - 10) if np.all(q[k:k + 10] == q[k]))
+        assert still >= 10, 'the written command stood still at once: a hard stop'
+        assert speed(during[still - 10:still + 1]) < 0.1, speed(during[still - 10:still + 1])
+        loop.pause_pub.publish(Bool(data=False))
+        assert loop.arrives(target), loop.measured()
+        assert loop.rejected == []
+    finally:
+        assert loop.stop() == 0
+
+
 def test_feedback_with_joint_states_output_is_refused_at_start_up():
     env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
     args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
@@ -311,6 +351,45 @@ def test_a_twist_moves_the_tip_and_the_arm_stops_when_twists_stop():
         assert np.hypot(moved[0], moved[1]) < 0.005, moved
         check_joint_stream(chain, node.joints, accel=ACCEL)
     finally:
+        assert node.stop() == 0
+
+
+def test_a_twist_flood_is_one_unbroken_stream():
+    """Issue 21, defect 6: a flood (thousands of twists a second) caused dead-man stops.
+
+    Only the newest twist matters: the node keeps one, the rest are replaced
+    unread and counted (twists_dropped_unread). During an unbroken flood the
+    dead-man never fires and the tip moves at the twist's speed.
+    """
+    chain = chain_of('iiwa14')
+    node = NodeUnderTest(dict(model_params('iiwa14'),
+                              initial_positions='[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]'))
+    flooder = None
+    try:
+        node.ready(60.0)
+        start = forward(chain, node.joints[-1].position)[:3, 3]
+        flooder = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name('twist_flooder.py')), '3.0',
+             'iiwa_link_0', '-0.03'], env=dict(os.environ, ROS_DOMAIN_ID=str(node.domain)),
+            stdout=subprocess.PIPE, text=True)
+        assert node.wait(lambda: flooder.poll() is not None, 40.0)
+        sent = json.loads(flooder.stdout.read().strip().splitlines()[-1])
+        assert sent['rate_hz'] > 1000.0, sent   # a flood, not a stream
+        node.spin(0.5)   # past twist_timeout: the dead-man of the flood's end has fired
+        node.diagnostics.clear()
+        assert node.wait(lambda: node.diagnostic('twists_dropped_unread') is not None, 5.0)
+        # Unbroken: the one dead-man stop is the flood's end, none during it.
+        assert node.diagnostic('twist_timeouts') == '1'
+        received = int(node.diagnostic('twists_received'))
+        dropped = int(node.diagnostic('twists_dropped_unread'))
+        assert 0 < received < sent['sent'] and dropped > 0, (received, dropped, sent)
+        moved = forward(chain, node.joints[-1].position)[:3, 3] - start
+        assert moved[2] < -0.6 * 0.03 * 3.0, moved
+        check_joint_stream(chain, node.joints, accel=ACCEL)
+    finally:
+        if flooder is not None and flooder.poll() is None:
+            flooder.kill()
+            flooder.wait(timeout=5)
         assert node.stop() == 0
 
 

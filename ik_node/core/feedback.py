@@ -213,6 +213,7 @@ class FeedbackPolicy:
         filter: the FeedbackFilter (rejections counted by reason).
         resyncs: disturbances followed (plan restarted from the measured state).
         last: what the last :meth:`decide` did: 'hold', 'sync', 'resync' or 'follow'.
+        started: True once a plan started from a measured state.
 
     """
 
@@ -223,6 +224,7 @@ class FeedbackPolicy:
         self.configure(timeout, tolerance, servo_lag)
         self.resyncs = 0
         self.last = 'hold'
+        self.started = False   # a plan from a measured state exists
         self._synced = False
 
     def configure(self, timeout: float, tolerance: float, servo_lag: float) -> None:
@@ -265,7 +267,7 @@ class FeedbackPolicy:
         assert fb.q is not None   # not stale: a state was accepted
         if not self._synced:
             stream.restart(now, fb.q, fb.v)
-            self._synced = True
+            self._synced = self.started = True
             self.last = 'sync'
         elif self.disturbed(stream):
             stream.restart(now, fb.q, fb.v)

@@ -170,6 +170,7 @@ class IKNode(Node):
         # Targets / poles the keep-last queue dropped (oldest first) or the
         # transport lost before a callback saw them.
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
+        self.twist_gaps = SequenceGaps()
         self._joint_msg = JointState()
         self.frames: Optional[LinkFrames] = None
         self.feedback: Optional[FeedbackPolicy] = None
@@ -187,8 +188,13 @@ class IKNode(Node):
                                  self._target_qos())
         self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole),
                                  self.get_parameter('target_queue_depth').value)
+        # Twists: only the newest matters (a velocity stream); keep-last 1, so a
+        # flood costs one callback per tick, not one per message (the rest are
+        # replaced unread and counted: twists_dropped_unread).
+        twist_qos = self._target_qos()
+        twist_qos.depth = 1
         self.create_subscription(TwistStamped, '~/target_twist', self._guarded(self._on_twist),
-                                 self._target_qos())
+                                 twist_qos)
         self.feedback_topic = self.get_parameter('feedback_topic').value
         if self.feedback_topic:
             # Best effort matches a broadcaster of either reliability.
@@ -564,7 +570,8 @@ class IKNode(Node):
         self.tracker.set_pole(pole)
         self.poles_received += 1
 
-    def _on_twist(self, msg: TwistStamped):
+    def _on_twist(self, msg: TwistStamped, info):
+        self.twist_gaps.note(info)
         if self.tracker is None:
             self.rejected['no_model'] += 1
             return
@@ -610,7 +617,7 @@ class IKNode(Node):
         """
         self._stopping = True
         now = self._instant()[1]
-        if self.output != 'position_array' or self.stream is None or self._needs_sync_held():
+        if self.output != 'position_array' or self.stream is None or not self._arrays_flow():
             return now
         tail = self.stream.tail()
         return min(tail[-1].time, now + STOP_TAIL_MAX_S) if tail else now
@@ -619,9 +626,9 @@ class IKNode(Node):
         """Return True once the clock is past ``deadline`` (begin_stop's)."""
         return self._instant()[1] > deadline
 
-    def _needs_sync_held(self) -> bool:
-        """Return True when feedback holds the commands back (nothing is being sent)."""
-        return self.feedback is not None and self.feedback.holding()
+    def _arrays_flow(self) -> bool:
+        """Return True once position arrays may go out (a plan from the measured arm exists)."""
+        return self.feedback is None or self.feedback.started
 
     def _feedback_settings(self, changes: Optional[Dict[str, object]] = None):
         """Return (feedback_timeout, resync_tolerance, servo_lag) of the parameters."""
@@ -725,8 +732,14 @@ class IKNode(Node):
         return msg
 
     def _send_array(self):
-        """position_array: the plan's positions at this instant, in command order."""
-        if self.stream is None or self._needs_sync_held():
+        """position_array: the plan's positions at this instant, in command order.
+
+        Also while stale feedback holds the plan: the forward controller would
+        hold the last array (a stop as hard as the servo can), so the arrays go
+        on along the braking tail to rest, as joint_trajectory_controller plays
+        it. Nothing before the first measured state (no plan from the arm yet).
+        """
+        if self.stream is None or not self._arrays_flow():
             return
         q = self.stream.send(self._instant()[1])
         self.command_pub.publish(Float64MultiArray(data=[float(q[k])
@@ -761,6 +774,7 @@ class IKNode(Node):
         values['command_output'] = f'{self.output} on {self.command_topic}'
         values.update(self._feedback_values())
         values['targets_dropped_unread'] = str(self.target_gaps.missing)
+        values['twists_dropped_unread'] = str(self.twist_gaps.missing)
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         if tracker is not None:
             values.update(self._tracker_values(tracker, res, target))
