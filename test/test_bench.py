@@ -169,3 +169,14 @@ def test_controllers_json_compares_the_streams_at_the_hardware(capsys):
         assert node['stalled_ticks'] == 0 and node['rejected_percent'] == 0.0
         assert rows[('previous', output)]['accel_over_limit'] > 10.0
     assert len(report['beyond_budget']) == 2
+
+
+def test_feedback_json_counts_resyncs_of_both_rules_and_detects_every_push(capsys):
+    """A 0.15 s servo: no re-sync from lag (the previous rule re-syncs), every push found."""
+    assert main(['feedback', '--json', '--lags', '0.15', '--moves', '1']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r['servo'] for r in report['rows']] == ['first order', 'second order, zeta 1']
+    for row in report['rows']:
+        assert row['resyncs_node'] == 0 and row['resyncs_previous'] >= 1, row
+        assert row['pushes_detected'] == '8 of 8', row
+        assert row['detect_at_rest_ms_max'] <= 30.0, row

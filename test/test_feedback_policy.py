@@ -14,105 +14,41 @@
 
 """The feedback policy closed around simulated position servos, as plain Python.
 
-A loop of the node's tick (FeedbackPolicy.decide, then CommandStream.advance
-at 100 Hz) and a servo simulated at 500 Hz that follows the command a
-controller plays (the stream sampled at the servo's time), publishing
-stamped states at 50-500 Hz that arrive 0-5 ms later. Servos: first order
+The loop of ``ik_bench feedback`` (ik_node.bench.feedback.closed_loop): the
+node's tick (FeedbackPolicy.decide, then CommandStream.advance at 100 Hz) and
+a servo simulated at 500 Hz that follows the command a controller plays (the
+stream sampled at the servo's time), publishing stamped states at 50-500 Hz
+that arrive 0-5 ms later. Servos: first order
 (time constant 0.02-0.15 s) and second order (a PD loop, damping ratio
 0.8-1.5, lag 2 zeta / omega_n of 0.02-0.15 s). Issue 21, defect 1: the old
 rule (|measured - command now| > 0.1 rad) re-synced on lag alone.
 """
 
-import math
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core.chain import Chain
-from ik_node.core.feedback import CONFIRMATIONS, FeedbackPolicy
-from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream, controller_lead
-from ik_node.core.tracker import MotionTracker, TrackerConfig
-from ik_node.urdf import bundled_urdf
+from ik_node.bench.feedback import closed_loop as bench_loop
+from ik_node.bench.feedback import iiwa14, PERIOD, Q0, Servo, SERVO_LAG, TOLERANCE
+from ik_node.core.feedback import CONFIRMATIONS
 import numpy as np
 from oracle import pose_errors
 
-Q0 = np.array([0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3])
-PERIOD = 0.01
-SERVO_DT = 0.002
-TOLERANCE = 0.1
-SERVO_LAG = 0.15
-CHAIN = Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
-
-
-class Servo:
-    """A position servo of one of two models; q, v (n,) its state, stepped by SERVO_DT."""
-
-    def __init__(self, q, lag, zeta=None):
-        """First order with time constant ``lag`` (zeta None), else second order of that lag."""
-        self.q, self.v = np.array(q, dtype=float), np.zeros(len(q))
-        self.lag, self.zeta = lag, zeta
-        self.held = False   # pushed and held there (another controller took over)
-
-    def step(self, setpoint):
-        """Advance SERVO_DT toward ``setpoint`` (n,)."""
-        if self.held:
-            self.v[:] = 0.0
-            return
-        if self.zeta is None:
-            old = self.q.copy()
-            self.q = setpoint + (self.q - setpoint) * math.exp(-SERVO_DT / self.lag)
-            self.v = (self.q - old) / SERVO_DT
-            return
-        wn = 2.0 * self.zeta / self.lag
-        for _ in range(10):   # semi-implicit Euler, 0.2 ms substeps (wn <= 150 here)
-            acc = wn * wn * (setpoint - self.q) - 2.0 * self.zeta * wn * self.v
-            self.v = self.v + acc * SERVO_DT / 10
-            self.q = self.q + self.v * SERVO_DT / 10
+CHAIN = iiwa14()
 
 
 def closed_loop(servo, targets, rate, latency, seconds, push=None):
-    """Run the loop; return (policy, stream, servo, detection delay of the push or None).
+    """Run ik_bench feedback's loop; return (policy, stream, servo, push detection delay).
 
-    targets: [(time, pose)]; push: (time, (n,) displacement): the servo is
-    moved there and held (it no longer follows: a controller switched).
-    Runs ``seconds``, and on until 1 s after the plan comes to rest (30 s at most).
+    Every state is accepted, but a push's first states (a jump, taken once
+    CONFIRMATIONS agree); after a re-sync the plan starts at the measured joints.
     """
-    tracker = MotionTracker(CHAIN, make_solver(CHAIN, 'auto'), TrackerConfig(), Q0, 0.0)
-    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0, budget_s=0.03)
-    policy = FeedbackPolicy(CHAIN.joint_names, CHAIN.lower, CHAIN.upper, CHAIN.velocity,
-                            timeout=0.1, tolerance=TOLERANCE, servo_lag=SERVO_LAG)
-    in_flight, pending = [], list(targets)
-    every = max(1, int(round(1.0 / (rate * SERVO_DT))))
-    detected, k, settled_at, pushed_at = None, 0, math.inf, None
-    while k * SERVO_DT < max(seconds, settled_at + 1.0) and k * SERVO_DT < 30.0:
-        k += 1
-        t = k * SERVO_DT
-        if push is not None and pushed_at is None and t >= push[0]:
-            servo.q = np.clip(servo.q + push[1], CHAIN.lower, CHAIN.upper)
-            servo.held, pushed_at = True, t
-        servo.step(stream.sample(t)[0])
-        if k % every == 0:
-            in_flight.append((t + latency, t, servo.q.copy(), servo.v.copy()))
-        while in_flight and in_flight[0][0] <= t + 1e-12:
-            _, stamp, q, v = in_flight.pop(0)
-            verdict = policy.take(CHAIN.joint_names, q.tolist(), v.tolist(), stamp, t)
-            # A push is a jump: taken once CONFIRMATIONS states agree (FeedbackFilter).
-            assert verdict == '' or (verdict == 'implausible_jump' and push is not None
-                                     and detected is None and pushed_at is not None
-                                     and stamp >= pushed_at), verdict
-        if k % int(round(PERIOD / SERVO_DT)) == 0:
-            while pending and pending[0][0] <= t:
-                tracker.add_target(t + stream.lead_s, pending.pop(0)[1])
-            reference = policy.decide(t, stream)
-            if policy.last == 'resync' and pushed_at is not None and detected is None:
-                detected = t - pushed_at
-                servo.held = False
-                np.testing.assert_array_equal(stream.sample(t)[0], policy.filter.q)
-            stream.advance(t, reference)
-            if not pending and settled_at == math.inf and \
-                    tracker.trajectory.sample(t).at_rest and stream.at_rest():
-                settled_at = t
-    return policy, stream, servo, detected
+    def check_take(verdict, stamp, pushed_at):
+        assert verdict == '' or (verdict == 'implausible_jump' and pushed_at is not None
+                                 and stamp >= pushed_at), verdict
+    run = bench_loop(CHAIN, servo, targets, rate, latency, seconds, push=push,
+                     check_take=check_take)
+    if run.detected is not None:
+        assert run.policy.resyncs >= 1 and run.restart_gap == 0.0, run.restart_gap
+    return run.policy, run.stream, run.servo, run.detected
 
 
 @st.composite
