@@ -41,7 +41,7 @@ setup(
     entry_points={
         'console_scripts': [
             'ik_bench = ik_node.bench.cli:main',
-            'ik_node = ik_node.ros.node:main',
+            'ik_node = ik_node.ros.entry:main',
             'ik_demo = ik_node.ros.demo:main',
             'ik_target = ik_node.ros.target_cli:main',
         ],

@@ -78,7 +78,7 @@ def test_a_10_khz_flood_for_10_s_bounds_the_queue_and_memory_and_loses_nothing_u
 
 
 def _start(params, timeout_s=60):
-    cmd = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+    cmd = [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args']
     for key, value in params.items():
         cmd += ['-p', f'{key}:={value}']
     env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))

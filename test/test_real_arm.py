@@ -314,7 +314,7 @@ def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
 
 def test_feedback_with_joint_states_output_is_refused_at_start_up():
     env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
-    args = [sys.executable, '-m', 'ik_node.ros.node', '--ros-args']
+    args = [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args']
     for key, value in dict(model_params('iiwa14'), feedback_topic='/joint_states').items():
         args += ['-p', f'{key}:={value}']
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)

@@ -895,17 +895,22 @@ def _spin_until(executor, done) -> None:
         executor.spin_once(timeout_sec=0.1)
 
 
-def main(args=None):
+def main(args=None, stop: Optional[StopRequest] = None):
     """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration.
 
     The first signal stops the node: with position_array it first plays its
     braking tail to rest on the array timer (the forward controller holds the
     last array: without it the arm would stop as hard as its servo can),
     bounded by STOP_TAIL_MAX_S; a second signal exits at once. Exit code 0.
+    ``stop``: a StopRequest already installed (ik_node.ros.entry: signals
+    from the first instant); a stop requested before the node exists ends at once.
     """
+    if stop is None:
+        stop = StopRequest()
+        stop.install()
+    if stop.count > 0:
+        return 0
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = StopRequest()
-    stop.install()
     node = None
     code = 0
     executor = SingleThreadedExecutor()

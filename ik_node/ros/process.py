@@ -66,7 +66,7 @@ def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
 
 
 class NodeProcess:
-    """Start ``python -m ik_node.ros.node --ros-args ...`` and a client node.
+    """Start ``python -m ik_node.ros.entry --ros-args ...`` and a client node.
 
     Args:
         ros_args: arguments after ``--ros-args`` (parameters, log level).
@@ -78,7 +78,7 @@ class NodeProcess:
     def __init__(self, ros_args, domain: int, client_name: str):
         """Start the node process and create the client on ``domain``."""
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'ik_node.ros.node', '--ros-args', *ros_args],
+            [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', *ros_args],
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain)
