@@ -488,6 +488,47 @@ def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
         assert pose_errors(chain, np.array(joints[-1].position), target)[0] <= 1e-4
 
 
+def test_a_clock_jumping_forward_is_not_motion_time():
+    """Issue 21, defect 5: use_sim_time, the clock set 5 s forward mid-motion (joint_states).
+
+    The arm the node simulates does not move through the gap: the first state
+    after the jump is within one tick's motion of the last one before it; the
+    jump is counted; the target is still reached.
+    """
+    from rclpy.time import Time
+    from rosgraph_msgs.msg import Clock
+    chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), *ARMS['iiwa14'][1:])
+    with in_process_node('iiwa14', use_sim_time=True,
+                         initial_positions=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]) as \
+            (node, client, spin_once):
+        clock = client.create_publisher(Clock, '/clock', 10)
+        joints = []
+        client.create_subscription(JointState, '/joint_states', joints.append, 1000)
+        target_pub = client.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
+        now = [100.0]
+
+        def run(seconds):
+            for _ in range(int(round(seconds / 0.005))):
+                now[0] += 0.005
+                clock.publish(Clock(clock=Time(nanoseconds=int(now[0] * 1e9)).to_msg()))
+                spin_once(0.002)
+
+        run(1.0)
+        target = chain.forward(np.array([0.6, 0.2, -0.4, -0.8, 0.5, 0.5, 0.4]))
+        target_pub.publish(PoseStamped(pose=matrix_to_pose(target)))
+        run(0.4)
+        assert np.max(np.abs(np.array(joints[-1].velocity))) > 0.1, 'not moving yet'
+        now[0] += 5.0                    # the simulator's clock set forward
+        run(6.0)
+        assert node.clock_jumps_forward == 1
+        stamps = [stamp_ns(m) for m in joints]
+        k = next(i for i in range(1, len(stamps)) if stamps[i] - stamps[i - 1] > 4_000_000_000)
+        last, first = joints[k - 1], joints[k]
+        step = np.max(np.abs(np.array(first.position) - np.array(last.position)))
+        assert step <= np.max(chain.velocity) * 0.02, step   # one tick's motion, not 5 s
+        assert pose_errors(chain, np.array(joints[-1].position), target)[0] <= 1e-4
+
+
 def test_a_node_waiting_for_its_model_takes_per_joint_jerk_limits():
     """joint_jerk_limits set before the model came: checked for its values, not refused."""
     from ik_node.ros.node import IKNode

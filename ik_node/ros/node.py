@@ -84,6 +84,9 @@ OUTPUTS = {
 STOP_TAIL_MAX_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
+# joint_states output: a gap between ticks longer than this is a clock jump (a
+# simulator's clock set forward, a suspended process), not motion time.
+CLOCK_JUMP_S = 0.25
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
                     'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
@@ -164,7 +167,7 @@ class IKNode(Node):
         self.stream: Optional[CommandStream] = None
         self._stopping = False
         self._last_tick: Optional[float] = None
-        self.late_ticks = self.clock_jumps_back = 0
+        self.late_ticks = self.clock_jumps_back = self.clock_jumps_forward = 0
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
@@ -656,8 +659,9 @@ class IKNode(Node):
         leave the whole plan in the future: nothing new would be committed
         until the clock caught up. The plan restarts on the new clock from the
         command it was giving (position and velocity), logged once per jump and
-        counted; a jump forward is not motion time (the stream's late-tick rule
-        brakes along the tail).
+        counted; a jump forward is not motion time: the controller outputs brake
+        along the tail (the stream's late-tick rule), joint_states goes on from
+        the state it had after a gap of more than CLOCK_JUMP_S (counted).
         """
         last, self._last_tick = self._last_tick, now
         if last is None:
@@ -672,6 +676,16 @@ class IKNode(Node):
             self.stream.restart(now, q, v)
             if self.feedback is not None:
                 self.feedback.forget()   # states stamped on the old clock
+        elif now - last > CLOCK_JUMP_S and self.stream is not None and \
+                self.output == 'joint_states':
+            # The arm the node simulates does not move through the gap: the plan
+            # goes on from the state it had (a controller's output brakes instead).
+            self.clock_jumps_forward += 1
+            self.get_logger().warning(f'the clock jumped forward by {now - last:.3f} s: the '
+                                      'motion goes on from where it was',
+                                      throttle_duration_sec=5.0)
+            q, v, _ = self.stream.sample(last)
+            self.stream.restart(now, q, v)
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.
@@ -846,6 +860,7 @@ class IKNode(Node):
         return {'command_lead_s': f'{stream.lead_s:.3g}',
                 'ticks_late': str(self.late_ticks),
                 'clock_jumps_back': str(self.clock_jumps_back),
+                'clock_jumps_forward': str(self.clock_jumps_forward),
                 'jerk_smoothing_delay_s': f'{stream.delay_s:.3g}',
                 'late_ticks_braked': str(stream.tails_adopted),
                 'array_stalls': str(stream.stalls)}
