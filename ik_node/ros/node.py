@@ -85,8 +85,11 @@ STOP_TAIL_MAX_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # joint_states output: a gap between ticks longer than this is a clock jump (a
-# simulator's clock set forward, a suspended process), not motion time.
-CLOCK_JUMP_S = 0.25
+# simulator's clock set forward, a suspended process), not motion time. Not
+# shorter: the restart re-times the trajectory from where the tip is, and on a
+# machine loaded 3x over ticks 0.25-0.5 s apart came often enough (21 in 40 s)
+# that a long move never finished its trajectory.
+CLOCK_JUMP_S = 1.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
                     'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
