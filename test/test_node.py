@@ -448,15 +448,15 @@ def test_each_bundled_robot_config_starts_the_node_and_reaches_a_target(robot):
         assert node.stop() == 0
 
 
-def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
-    """use_sim_time and a simulator reset (clock 100 s -> 5 s) mid-motion: no freeze.
+@contextlib.contextmanager
+def simulated_clock_node():
+    """Run an in-process iiwa14 node on use_sim_time, with a /clock this test drives.
 
-    The node logs and counts the jump, keeps publishing on the new clock with
-    stamps that no longer go back, and still arrives at its target.
+    Yields (node, joint_states received, target publisher, now (a one-element
+    list, s: set it to jump), run(seconds): step the clock by 5 ms and spin).
     """
     from rclpy.time import Time
     from rosgraph_msgs.msg import Clock
-    chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), *ARMS['iiwa14'][1:])
     with in_process_node('iiwa14', use_sim_time=True,
                          initial_positions=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]) as \
             (node, client, spin_once):
@@ -472,6 +472,17 @@ def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
                 clock.publish(Clock(clock=Time(nanoseconds=int(now[0] * 1e9)).to_msg()))
                 spin_once(0.002)
 
+        yield node, joints, target_pub, now, run
+
+
+def test_a_clock_going_back_restarts_the_plan_instead_of_freezing():
+    """use_sim_time and a simulator reset (clock 100 s -> 5 s) mid-motion: no freeze.
+
+    The node logs and counts the jump, keeps publishing on the new clock with
+    stamps that no longer go back, and still arrives at its target.
+    """
+    chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), *ARMS['iiwa14'][1:])
+    with simulated_clock_node() as (node, joints, target_pub, now, run):
         run(1.0)
         assert joints, 'no joint states on simulated time'
         target = chain.forward(np.array([0.3, 0.2, -0.2, -1.0, 0.3, 0.7, 0.2]))
@@ -495,24 +506,8 @@ def test_a_clock_jumping_forward_is_not_motion_time():
     after the jump is within one tick's motion of the last one before it; the
     jump is counted; the target is still reached.
     """
-    from rclpy.time import Time
-    from rosgraph_msgs.msg import Clock
     chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), *ARMS['iiwa14'][1:])
-    with in_process_node('iiwa14', use_sim_time=True,
-                         initial_positions=[0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]) as \
-            (node, client, spin_once):
-        clock = client.create_publisher(Clock, '/clock', 10)
-        joints = []
-        client.create_subscription(JointState, '/joint_states', joints.append, 1000)
-        target_pub = client.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
-        now = [100.0]
-
-        def run(seconds):
-            for _ in range(int(round(seconds / 0.005))):
-                now[0] += 0.005
-                clock.publish(Clock(clock=Time(nanoseconds=int(now[0] * 1e9)).to_msg()))
-                spin_once(0.002)
-
+    with simulated_clock_node() as (node, joints, target_pub, now, run):
         run(1.0)
         target = chain.forward(np.array([0.6, 0.2, -0.4, -0.8, 0.5, 0.5, 0.4]))
         target_pub.publish(PoseStamped(pose=matrix_to_pose(target)))
