@@ -73,15 +73,7 @@ DAMPING_UP = 10.0
 # toward the seed acts at full gain; below, it shrinks in proportion.
 BIAS_FULL_ABOVE = 0.1
 
-# The clock of a solve's budget: the calling thread's CPU time. A budget in
-# wall-clock time gave fewer restarts on a loaded machine (the thread waits
-# for a core while the clock runs): the same target found reachable or not,
-# the arm held or moved, depending on other processes. In CPU time the work a
-# solve may do is the same under load; its wall-clock duration is not bounded
-# by it (nothing is, on a machine that does not run the thread).
-budget_clock = time.thread_time
-
-# Default CPU-time budget of a solve, seconds, per backend: the numpy
+# Default wall-clock budget of a solve, seconds, per backend: the numpy
 # reference runs the same iterations ~50x slower than the compiled twin, so
 # it gets a larger budget to reach the same success rate (README, "Without
 # numba": measured with ik_bench ik --backend numpy --timeout).
@@ -151,7 +143,7 @@ class JacobianIK(IKSolver):
         max_restarts: random restarts after the attempt from the seed fails.
         restart_candidates: successful restarts to collect before choosing the
             one closest to the seed (1: take the first).
-        timeout_s: CPU-time budget (budget_clock) of a whole solve, seconds; None: the
+        timeout_s: wall-clock budget of a whole solve, seconds; None: the
             backend's default (DEFAULT_TIMEOUT_S).
         nullspace_gain: fraction of the way back to the seed that the null
             space moves per iteration (0 disables the bias).
@@ -160,7 +152,7 @@ class JacobianIK(IKSolver):
             so the same call gives the same answer.
         backend: 'numpy' (the reference implementation), 'numba' (the same
             descent compiled; about 50x faster per iteration, needs numba) or
-            'auto' (numba when it is installed). With numba the CPU-time
+            'auto' (numba when it is installed). With numba the wall-clock
             budget is checked between attempts (an attempt is bounded by
             max_iterations), with numpy also between iterations.
 
@@ -229,7 +221,7 @@ class JacobianIK(IKSolver):
 
     @property
     def budget_s(self) -> Optional[float]:
-        """CPU-time budget of a solve, seconds (``timeout_s``)."""
+        """Wall-clock budget of a solve, seconds (``timeout_s``)."""
         return self.timeout_s
 
     def set_budget(self, seconds: float) -> None:
@@ -259,7 +251,7 @@ class JacobianIK(IKSolver):
         seed = self.chain.mid_limits() if q_reference is None else \
             self.chain.check_q(q_reference, 'q_reference')
         clipped_seed = np.clip(seed, self._lower, self._upper)
-        deadline = budget_clock() + self.timeout_s
+        deadline = start + self.timeout_s
         rng: Optional[np.random.Generator] = None
         successes: List[Tuple[float, FloatArray, FloatArray]] = []
         best: Optional[Tuple[float, FloatArray, FloatArray]] = None
@@ -275,7 +267,7 @@ class JacobianIK(IKSolver):
                     break
             elif best is None or cost < best[0]:
                 best = (cost, q, r)
-            if restarts >= self.max_restarts or budget_clock() > deadline:
+            if restarts >= self.max_restarts or time.perf_counter() > deadline:
                 break
             restarts += 1
             if rng is None:
@@ -331,7 +323,7 @@ class JacobianIK(IKSolver):
         for it in range(self.max_iterations):
             if self._converged(r):
                 return q, True, cost, it, r
-            if budget_clock() > deadline:
+            if time.perf_counter() > deadline:
                 return q, False, cost, it, r
             a = self._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
             rhs = self._weighted(r)
@@ -464,7 +456,7 @@ class JacobianIK(IKSolver):
         return np.where(self._continuous, seed + delta, q)
 
     def _failure_reason(self, restarts: int, deadline: float) -> str:
-        budget = 'timeout' if budget_clock() > deadline else f'{restarts} restarts'
+        budget = 'timeout' if time.perf_counter() > deadline else f'{restarts} restarts'
         return (f'no configuration within tolerance ({self.position_tolerance:g} m, '
                 f'{self.orientation_tolerance:g} rad) found before the {budget}; returning the '
                 'closest pose reached (target out of reach or blocked by joint limits?)')

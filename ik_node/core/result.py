@@ -116,11 +116,11 @@ class IKSolver(abc.ABC):
 
     @property
     def budget_s(self) -> Optional[float]:
-        """Budget of a solve, seconds (None: a closed form needs none)."""
+        """Wall-clock budget of a solve, seconds (None: a closed form needs none)."""
         return None
 
     def set_budget(self, seconds: float) -> None:
-        """Set the budget of later solves (ignored by closed forms).
+        """Set the wall-clock budget of later solves (ignored by closed forms).
 
         Raises:
             InvalidInputError: not a finite number > 0.
