@@ -275,7 +275,7 @@ class IKNode(Node):
         self.declare_parameter('initial_positions', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'start joint vector in chain order (default: mid-limits)'))
         self.declare_parameter('ik_timeout', TrackerConfig.ik_timeout, _descriptor(
-            'Jacobian solver budget per solve, s of CPU time', 1e-4, 1.0))
+            'Jacobian solver budget per solve, s', 1e-4, 1.0))
         self.declare_parameter('posture', Parameter.Type.DOUBLE_ARRAY, _descriptor(
             'preferred joint vector, chain order: a redundant arm drifts toward it where the '
             'target leaves freedom, keeping the tip (empty: none)'))
