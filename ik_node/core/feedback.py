@@ -49,9 +49,11 @@ over-damped second-order servo (a PD loop) too, and its small overshoot and
 gravity sag count against ``tolerance``. A position outside that range is a
 disturbance (pushed, another controller, an e-stop released): the plan
 restarts from the measured position and velocity. Detection: at the first
-state outside, which for an arm holding still is the first state displaced by
-more than ``tolerance``; for a joint pushed back against its motion, within
-the window (the range's trailing end passes it) plus one state period.
+accepted state outside (a displacement is accepted once CONFIRMATIONS states
+agree), which for an arm holding still or pushed ahead of its motion is the
+first confirmed state displaced by more than ``tolerance``; for a joint pushed
+back along its path, once the range's trailing end passes it (within the
+window while the joint keeps its direction).
 
 Units: rad (m for prismatic joints), seconds. No ROS here: the node passes
 the message's fields and its clock.
@@ -229,7 +231,7 @@ class FeedbackPolicy:
 
     def configure(self, timeout: float, tolerance: float, servo_lag: float) -> None:
         """Use new settings from the next state and tick on (arguments as the constructor's)."""
-        self.timeout = self.filter.timeout = float(timeout)
+        self.filter.timeout = float(timeout)
         self.tolerance = float(tolerance)
         self.servo_lag = float(servo_lag)
 
@@ -242,6 +244,11 @@ class FeedbackPolicy:
         """Forget the states taken (the clock went back): hold until a fresh one comes."""
         self.filter.forget()
         self._synced = False
+
+    @property
+    def timeout(self) -> float:
+        """Feedback older than this is stale, s (the filter's: stale stamps are rejected too)."""
+        return self.filter.timeout
 
     def stale(self, now: float) -> bool:
         """Return True when no state came within the timeout (or none yet)."""

@@ -97,7 +97,7 @@ FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_l
                     'command_latency_budget', 'controller_rate')
 # Jerk limits: parameter names of the scalar and of the per-joint list.
 JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
-# Read by the feedback policy (FeedbackPolicy.configure).
+# Read by the feedback policy, in FeedbackPolicy.configure's order.
 FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
 # Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
 CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
@@ -639,8 +639,7 @@ class IKNode(Node):
     def _feedback_settings(self, changes: Optional[Dict[str, object]] = None):
         """Return (feedback_timeout, resync_tolerance, servo_lag) of the parameters."""
         changes = changes or {}
-        return tuple(float(self._value(name, changes)) for name in
-                     ('feedback_timeout', 'resync_tolerance', 'servo_lag'))
+        return tuple(float(self._value(name, changes)) for name in FEEDBACK_PARAMETERS)
 
     def _tick(self):
         """Publish the joint command of this instant, then a side output when one is due."""
