@@ -165,3 +165,80 @@ def test_commands_at_a_limit_stay_within_it_exactly():
             assert chain.within_limits(p.q)
         assert chain.within_limits(stream.sample(now - 0.003)[0])
     assert stream.sample(now)[0][1] == chain.upper[1]
+
+
+def _hardware_commands(stream, tracker, goal, jump_at, back, arrays, seconds):
+    """Run ticks (10 ms) and, with ``arrays``, sends (2 ms) on a clock going back at ``jump_at``.
+
+    Returns (commands (k, n) on the real-time grid, grid step s, index of the
+    first command after the jump). The clock reads real time until
+    ``jump_at``, then real time - ``back``.
+    """
+    step = 0.002 if arrays else 0.01
+    tracker.add_target(stream.lead_s, goal)
+    out, first_after = [], None
+    for k in range(1, int(round(seconds / step)) + 1):
+        real = k * step
+        clock = real if real < jump_at else real - back
+        if first_after is None and real >= jump_at:
+            first_after = len(out)
+        if k % int(round(0.01 / step)) == 0:
+            stream.advance(clock)
+        out.append(stream.send(clock) if arrays else stream.sample(clock)[0])
+    return np.array(out), step, first_after
+
+
+DELTAS = st.lists(st.floats(-0.6, 0.6), min_size=7, max_size=7).filter(
+    lambda d: max(abs(x) for x in d) > 0.3)   # joint moves from Q0, rad
+
+
+@settings(max_examples=25, deadline=None)
+@given(delta=DELTAS, jump_at=st.floats(0.15, 0.5), back=st.floats(0.02, 100.0),
+       arrays=st.booleans())
+def test_a_clock_going_back_stops_the_arm_within_limits_then_goes_on(delta, jump_at, back,
+                                                                      arrays):
+    """Issue 21, defect 5: a simulator reset mid-motion (the clock back by up to 100 s).
+
+    What the hardware gets, on its own (real-time) grid, never breaks the
+    speed, acceleration or jerk limits across the jump (divided differences);
+    the joints come to rest after the jump, then the target is still reached.
+    Before, the plan went on at full speed on the new clock (no stop).
+    """
+    tracker, stream = make(jerk=500.0)
+    chain = tracker.chain
+    goal = chain.forward(np.clip(np.array(Q0) + delta, chain.lower, chain.upper))
+    q, step, first_after = _hardware_commands(stream, tracker, goal, jump_at, back, arrays, 6.0)
+    v = np.diff(q, axis=0) / step
+    a = np.diff(v, axis=0) / step
+    j = np.diff(a, axis=0) / step
+    eps = 1e-6
+    assert np.all(np.abs(v) <= chain.velocity * (1 + eps) + eps)
+    assert np.all(np.abs(a) <= np.array(tracker.accelerations) * (1 + eps) + eps)
+    assert np.all(np.abs(j) <= 500.0 * (1 + eps) + 1e-3)
+    assert stream.clock_jumps_back == 1
+    moving = np.max(np.abs(v), axis=1) > 1e-9
+    assert moving[first_after - 1], 'the arm was moving at the jump'
+    rest = next((k for k in range(first_after, len(moving)) if not moving[k]), None)
+    assert rest is not None, 'no stop after the jump'
+    assert np.max(np.abs(q[rest] - q[-1])) > 1e-3, 'stopped at the target: not a stop'
+    assert moving[rest:].any(), 'it did not go on after the stop'
+    assert np.max(np.abs(chain.forward(q[-1])[:3, 3] - goal[:3, 3])) < 1e-6
+
+
+def test_a_clock_going_back_releases_a_twist_whose_dead_man_ran_on_the_old_clock():
+    """Twist at 100 s, clock back to 5 s: without new twists the arm stops (the dead-man)."""
+    tracker, stream = make(time=100.0)
+    now = 100.0
+    for _ in range(20):
+        now += 0.01
+        tracker.set_twist(now + stream.lead_s, [0.05, 0.0, 0.0], [0.0, 0.0, 0.0])
+        stream.advance(now)
+    assert not stream.at_rest()
+    now = 5.0
+    for _ in range(200):
+        now += 0.01
+        stream.advance(now)
+    assert stream.at_rest() and tracker.twist_timeouts == 0 and tracker._twist is None
+    tracker.set_twist(now, [0.05, 0.0, 0.0], [0.0, 0.0, 0.0])   # a new twist moves it again
+    stream.advance(now + 0.1)
+    assert not stream.at_rest()

@@ -44,7 +44,7 @@ Times are the caller's clock in seconds (the node: ROS time since its start).
 
 import bisect
 import collections
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import math
 from typing import Deque, List, Optional, Tuple
 
@@ -121,7 +121,11 @@ class CommandStream:
         self.tails_adopted = 0
         self.idle_skips = 0
         self.stalls = 0
+        self.clock_jumps_back = 0
+        self._stopping = False   # braking to rest after the clock went back
         self._sampled_at: Optional[float] = None
+        self._seen: Optional[float] = None   # the latest time given to advance or send
+        self._cadence = 0.0   # the last positive step between two of those times, s
         self._jerk = self._check_jerk(jerk)
         self._tail: Optional[List[PlanPoint]] = None
         self._published_end: Optional[float] = None
@@ -179,6 +183,27 @@ class CommandStream:
         self._published_end = None
         self._sampled_at = None
 
+    def clock_went_back(self, last: float, now: float) -> None:
+        """Re-base the plan on a clock that went back from ``last`` to ``now`` (s).
+
+        A simulator reset: the whole plan lies in the future of the new clock.
+        Every committed point moves by ``now - last`` (the motion itself is
+        unchanged: position, velocity, acceleration and jerk go on without a
+        seam); from the end of what is committed the arm comes to a controlled
+        stop within every limit (the jerk stage at rest too), then heads for
+        its target again (MotionTracker.stop_then_resume).
+        """
+        shift = float(now) - float(last)
+        self._points = collections.deque(
+            replace(p, time=p.time + shift) for p in self._points)
+        self._tail = None
+        self._published_end = None if self._published_end is None else \
+            self._published_end + shift
+        self._sampled_at = None if self._sampled_at is None else self._sampled_at + shift
+        self.restarted_at += shift
+        self.tracker.stop_then_resume(self.tracker.time + shift)
+        self._stopping = True
+
     def use_tracker(self, tracker: MotionTracker) -> None:
         """Continue with another tracker of the same joints (a new model), keeping the plan.
 
@@ -230,13 +255,11 @@ class CommandStream:
             reference: (n,) joints the IK starts from (the measured ones), or None.
 
         """
+        self._watch_clock(now)
         self._refresh_window()
         horizon = now + self.lead_s
-        if self._sampled_at is not None and now - self._sampled_at > STALL_PERIODS * self.h:
-            # position_array: the forward controller held the last array sent.
-            self.stalls += 1
-            q = self.sample(self._sampled_at)[0]
-            self.restart(now, q)
+        if self._restarted_after_array_stall(now):
+            pass
         elif self._published_end is not None and \
                 now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
             self._adopt_tail(horizon)
@@ -246,8 +269,9 @@ class CommandStream:
         added = 0
         while self._next_within(horizon):
             t = self.end_time + self.h
-            cmd = self.tracker.command(t, reference)
+            cmd = self.tracker.brake(t) if self._stopping else self.tracker.command(t, reference)
             self._commit(t, cmd.q)
+            self._stopping = self._stopping and not self.at_rest()
             added += 1
         self._tail = None
         self._forget(now)
@@ -354,9 +378,39 @@ class CommandStream:
         Remembered: a gap of more than STALL_PERIODS before the next advance
         restarts the plan where the controller held (see advance).
         """
+        self._watch_clock(time)
+        self._restarted_after_array_stall(time)
         self._sampled_at = float(time)
         self._published_end = self.end_time
         return self.sample(time)[0]
+
+    def _watch_clock(self, time: float) -> None:
+        """Re-base the plan when ``time`` is before the latest time seen (the clock went back).
+
+        The command continues from where the plan was one cadence (the
+        callers' last step) after the latest time seen: the instant the
+        hardware is at now, as far as the callers' rhythm tells.
+        """
+        time = float(time)
+        if self._seen is not None and time < self._seen:
+            self.clock_jumps_back += 1
+            self.clock_went_back(self._seen + self._cadence, time)
+        elif self._seen is not None and time > self._seen:
+            self._cadence = time - self._seen
+        self._seen = time
+
+    def _restarted_after_array_stall(self, now: float) -> bool:
+        """position_array: restart where the controller held after a gap in the arrays sent.
+
+        A gap of more than STALL_PERIODS periods since the last array (a
+        stalled node, a clock set forward) is not motion time: the forward
+        controller held the last array, so the plan restarts there, at rest.
+        """
+        if self._sampled_at is None or now - self._sampled_at <= STALL_PERIODS * self.h:
+            return False
+        self.stalls += 1
+        self.restart(now, self.sample(self._sampled_at)[0])
+        return True
 
     def sample(self, time: float) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return the committed command at ``time``: (q, v, a) (n,), cubic between grid points.

@@ -241,6 +241,7 @@ class MotionTracker:
         self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
         self._a_max = np.array(self.config.accelerations(chain.n))
         self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
+        self._stop_first = False   # brake to rest before going on (the clock went back)
         self._posture = self._posture_of(self.config)
         self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
         self.reach = chain.reach_bound()
@@ -477,8 +478,26 @@ class MotionTracker:
 
     @property
     def braking(self) -> bool:
-        """Return True while lowered acceleration limits wait for the joints to rest."""
-        return self._a_next is not None
+        """Return True while the joints brake to rest first (lowered limits, clock back)."""
+        return self._a_next is not None or self._stop_first
+
+    def stop_then_resume(self, time: float) -> None:
+        """Come to a controlled stop, then go on toward the target from where the arm stopped.
+
+        For a clock that went back (a simulator reset): ``time`` is the last
+        command's time on the new clock; the motion under way was planned on
+        the old one. The joints brake to rest at the acceleration limits (every
+        other limit kept), then a pose target's trajectory restarts from there;
+        a twist is released (its dead-man ran on the old clock) and the next
+        twist starts anew.
+        """
+        self.time = float(time)
+        self._stop_first = True
+        self._fallback = None
+        self._moved_to = self._twist_time = float(time)
+        self._last_goal = None
+        if self.mode == 'twist':
+            self._release()
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
@@ -519,8 +538,8 @@ class MotionTracker:
         dt = float(time) - self.time
         if not dt > 0.0:
             return self.command_now()
-        if self._a_next is not None:
-            return self._brake_for_lowered_limits(float(time))
+        if self.braking:
+            return self._brake_to_rest(float(time))
         if self.mode == 'twist':
             self._move_twist_target(float(time))
         goal = self._goal(time, self.q if reference is None else reference)
@@ -551,14 +570,15 @@ class MotionTracker:
         self._last_goal = None
         return self.command_now()
 
-    def _brake_for_lowered_limits(self, time: float) -> Command:
-        """Brake to rest at the old limits; at rest, apply the lowered ones (see above)."""
+    def _brake_to_rest(self, time: float) -> Command:
+        """Brake to rest at the old limits; at rest, apply lowered ones and go on (see above)."""
         if self.mode == 'twist':
             self._move_twist_target(time)
         self.brake(time)
         if np.all(self.v == 0.0):
-            assert self._a_next is not None
-            self._a_max, self._a_next = self._a_next, None
+            if self._a_next is not None:
+                self._a_max, self._a_next = self._a_next, None
+            self._stop_first = False
             if self.mode == 'trajectory':
                 self._restart_trajectory(time)   # from where it stopped
         return self.command_now()
@@ -856,5 +876,8 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
                          'send the model again when the arm is slower or at rest')
     tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v)
     tracker.q0 = chain.check_q(q0, 'q0').copy()
+    tracker._a_max = old._a_max.copy()   # a stop under way goes on at the limits it had
+    tracker._use_accelerations(np.minimum(tracker.accelerations, old._a_cap))
+    tracker._stop_first = old._stop_first
     tracker.set_pole(old.pole)
     return tracker

@@ -658,12 +658,14 @@ class IKNode(Node):
         """Count ticks late by more than a period; restart the plan when the clock went back.
 
         A clock that goes back (a simulator reset under use_sim_time) would
-        leave the whole plan in the future: nothing new would be committed
-        until the clock caught up. The plan restarts on the new clock from the
-        command it was giving (position and velocity), logged once per jump and
-        counted; a jump forward is not motion time: the controller outputs brake
-        along the tail (the stream's late-tick rule), joint_states goes on from
-        the state it had after a gap of more than CLOCK_JUMP_S (counted).
+        leave the whole plan in the future. The stream re-bases itself
+        (CommandStream.clock_went_back: a controlled stop from the command it
+        was giving, then on toward the target); here the jump is logged once,
+        counted, and the states stamped on the old clock are forgotten. A jump
+        forward is not motion time: joint_trajectory brakes along the tail (the
+        stream's late-tick rule), position_array restarts where the controller
+        held (its stall rule), joint_states goes on from the state it had after
+        a gap of more than CLOCK_JUMP_S (counted).
         """
         last, self._last_tick = self._last_tick, now
         if last is None:
@@ -673,9 +675,8 @@ class IKNode(Node):
         if now < last and self.stream is not None:
             self.clock_jumps_back += 1
             self.get_logger().warning(f'the clock went back by {last - now:.3f} s (a simulation '
-                                      'reset?): the plan restarts on the new clock')
-            q, v, _ = self.stream.sample(last)
-            self.stream.restart(now, q, v)
+                                      'reset?): a controlled stop, then on toward the target '
+                                      'on the new clock')
             if self.feedback is not None:
                 self.feedback.forget()   # states stamped on the old clock
         elif now - last > CLOCK_JUMP_S and self.stream is not None and \
@@ -686,7 +687,7 @@ class IKNode(Node):
             self.get_logger().warning(f'the clock jumped forward by {now - last:.3f} s: the '
                                       'motion goes on from where it was',
                                       throttle_duration_sec=5.0)
-            q, v, _ = self.stream.sample(last)
+            q, v, _ = self.stream.sample(last + self._period)   # one tick on, as if no gap
             self.stream.restart(now, q, v)
 
     def _command(self, stamp, now: float) -> bool:
