@@ -195,8 +195,8 @@ DELTAS = st.lists(st.floats(-0.6, 0.6), min_size=7, max_size=7).filter(
 @settings(max_examples=25, deadline=None)
 @given(delta=DELTAS, jump_at=st.floats(0.15, 0.5), back=st.floats(0.02, 100.0),
        arrays=st.booleans())
-def test_a_clock_going_back_stops_the_arm_within_limits_then_goes_on(delta, jump_at, back,
-                                                                      arrays):
+def test_a_clock_going_back_stops_the_arm_within_limits_then_goes_on(
+        delta, jump_at, back, arrays):
     """Issue 21, defect 5: a simulator reset mid-motion (the clock back by up to 100 s).
 
     What the hardware gets, on its own (real-time) grid, never breaks the
