@@ -119,3 +119,12 @@ def test_order_extra_joints_velocities_and_stamps():
     assert f.q.tolist() == [0.1, 0.2, 0.3] and f.v.tolist() == [1.0, 2.0, 3.0]
     assert f.take(NAMES, [0.1, 0.2, 0.3], [], 4.99, 0.01) == 'out_of_order'
     assert f.age(0.5) == pytest.approx(0.5) and fresh().age(1.0) == math.inf
+
+
+def test_a_clock_going_back_forgets_the_old_clocks_states():
+    """A simulator reset (arrival 100 s -> 5 s): the next state is taken, not 'out_of_order'."""
+    fb = fresh()
+    assert fb.take(NAMES, [0.1, 0.2, 0.3], [], 100.0, 100.001) == ''
+    assert fb.take(NAMES, [0.5, -0.2, 0.3], [], 5.0, 5.001) == ''
+    np.testing.assert_array_equal(fb.q, [0.5, -0.2, 0.3])
+    assert fb.stamp == 5.0 and not fb.rejected

@@ -43,7 +43,7 @@ import numpy as np
 
 
 def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10,
-          publish_rate: float = 100.0, domain=None) -> dict:
+          publish_rate: float = 100.0, domain=None, twist: bool = False) -> dict:
     """Run one flood against a fresh node; return the measurements (see the module doc)."""
     domain = free_domain() if domain is None else domain
     mon = MonitoredNode(domain, {'target_queue_depth': queue_depth,
@@ -56,7 +56,8 @@ def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10
         flooder = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.bench.flooder', '--rate', str(rate_hz),
              '--seconds', str(seconds), '--center', *(f'{v:.9f}' for v in start_pose[:3, 3]),
-             '--quaternion', *(f'{v:.12f}' for v in matrix_to_quaternion(start_pose[:3, :3]))],
+             '--quaternion', *(f'{v:.12f}' for v in matrix_to_quaternion(start_pose[:3, :3])),
+             *(['--twist'] if twist else [])],
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE, text=True)
         try:
             mon.watch(seconds + 30.0, every_s=0.25, until=lambda: flooder.poll() is not None)
@@ -66,15 +67,24 @@ def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10
                 flooder.kill()
                 flooder.wait()
         sent = json.loads(out.strip().splitlines()[-1])
-        last = start_pose.copy()
-        last[:3, 3] = sent['last_position']
-        reach_s = mon.reaches(last, 60.0)
+        reach_s = None
+        if not twist:
+            last = start_pose.copy()
+            last[:3, 3] = sent['last_position']
+            reach_s = mon.reaches(last, 60.0)
         mon.watch(1.5)   # the diagnostics after the flood (2 Hz)
         alive = mon.proc.poll() is None
     finally:
         code = mon.close()
-    return _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds,
-                   queue_depth, publish_rate)
+    report = _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds,
+                     queue_depth, publish_rate)
+    if twist:
+        read, dropped = mon.count('twists_received'), mon.count('twists_dropped_unread')
+        report.update(benchmark='flood --twist', targets_read=None,
+                      targets_dropped_unread=None, twists_read=read,
+                      twists_dropped_unread=dropped, accounted=read + dropped == sent['sent'],
+                      dead_man_stops=mon.count('twist_timeouts'))
+    return report
 
 
 def _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds, queue_depth,
@@ -113,10 +123,14 @@ def _report(mon, sent, rss_before, reach_s, alive, code, rate_hz, seconds, queue
 
 
 def flood_ok(report: dict) -> bool:
-    """Whether a flood met the goals: rate held, accounted, RSS < 5 MB, reached, clean."""
+    """Whether a flood met the goals: rate held, accounted, RSS < 5 MB, reached, clean.
+
+    Twists: no dead-man stop during the unbroken stream instead of reaching.
+    """
+    arrived = report.get('dead_man_stops') == 0 if 'twists_read' in report else \
+        report['last_target_reached_after_s'] is not None
     return (report['joint_states_rate_held'] >= 0.9 and report['accounted']
-            and report['rss_growth_mib'] < 5.0
-            and report['last_target_reached_after_s'] is not None
+            and report['rss_growth_mib'] < 5.0 and arrived
             and report['bad_joint_states'] == 0 and report['callback_errors'] == 0
             and report['node_alive_until_stopped'] and report['node_exit_code'] == 0)
 
@@ -124,13 +138,14 @@ def flood_ok(report: dict) -> bool:
 def run(args):
     """Flood once; print a table (or JSON); exit 1 when a goal is missed."""
     started = time.perf_counter()
-    report = flood(args.rate, args.seconds, args.queue_depth)
+    report = flood(args.rate, args.seconds, args.queue_depth, twist=args.twist)
     report['ok'] = flood_ok(report)
     report['bench_seconds'] = time.perf_counter() - started
     if args.json:
         print_json(report)
     else:
-        print_title('flood', f'{args.rate:.0f} targets/s for {args.seconds:g} s',
+        what = 'twists' if args.twist else 'targets'
+        print_title('flood', f'{args.rate:.0f} {what}/s for {args.seconds:g} s',
                     report['machine'])
         print_measures((k, v) for k, v in report.items() if k not in ('benchmark', 'machine'))
     return 0 if report['ok'] else 1
@@ -143,4 +158,6 @@ def add_parser(subparsers):
     p.add_argument('--seconds', type=float, default=10.0, help='length of the flood')
     p.add_argument('--queue-depth', type=int, default=10,
                    help="the node's target_queue_depth")
+    p.add_argument('--twist', action='store_true',
+                   help="flood ~/target_twist (the circle's velocity) instead of targets")
     p.set_defaults(func=run)

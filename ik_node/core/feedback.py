@@ -122,6 +122,8 @@ class FeedbackFilter:
             now: the arrival time, seconds on the same clock.
 
         """
+        if self.time is not None and now < self.time:
+            self.forget()   # the clock went back: states of the old clock are void
         parsed = self._parse(names, positions, velocities)
         if isinstance(parsed, str):
             return self._reject(parsed)
@@ -228,6 +230,7 @@ class FeedbackPolicy:
         self.last = 'hold'
         self.started = False   # a plan from a measured state exists
         self._synced = False
+        self._decided_at: Optional[float] = None
 
     def configure(self, timeout: float, tolerance: float, servo_lag: float) -> None:
         """Use new settings from the next state and tick on (arguments as the constructor's)."""
@@ -262,10 +265,16 @@ class FeedbackPolicy:
         """Restart ``stream`` where needed; return the reference joints (n,), or None: hold.
 
         Hold while the feedback is stale (the controller plays the last
-        message's braking tail; the next fresh state restarts the plan there,
-        'sync'); restart from the measured position and velocity when the
-        measured state is a disturbance ('resync'); else follow ('follow').
+        message's braking tail). The next fresh state ends the hold ('sync'):
+        the first ever, or one the commands' lag does not explain, restarts the
+        plan from the measured position and velocity; one they explain lets the
+        plan go on along the tail that was played. Restart from the measured
+        state when it is a disturbance ('resync'); else follow ('follow'). A
+        clock going back forgets the states taken on the old clock.
         """
+        if self._decided_at is not None and now < self._decided_at:
+            self.forget()   # the clock went back: states of the old clock are void
+        self._decided_at = now
         if self.stale(now):
             self._synced = False
             self.last = 'hold'
@@ -273,7 +282,11 @@ class FeedbackPolicy:
         fb = self.filter
         assert fb.q is not None   # not stale: a state was accepted
         if not self._synced:
-            stream.restart(now, fb.q, fb.v)
+            if not (self.started and not self.disturbed(stream)):
+                stream.restart(now, fb.q, fb.v)
+            # else the arm is where the commands played while holding (the
+            # tail) put it, as far as the servo lag tells: the plan goes on
+            # from them, without a step (the stream's late-tick rule).
             self._synced = self.started = True
             self.last = 'sync'
         elif self.disturbed(stream):

@@ -71,6 +71,15 @@ KEEP_S = 1.0
 # position_array: no array sent for this many periods is a stall (the forward
 # controller held the last one): the plan restarts there, at rest.
 STALL_PERIODS = 1.5
+# A gap between ticks (or arrays) longer than this is a clock jump (a
+# simulator's clock set forward, a suspended process), not motion time. Not
+# shorter: the joint_states output restarts its trajectory from where the tip
+# is, and on a machine loaded 3x over ticks 0.25-0.5 s apart came often enough
+# (21 in 40 s) that a long move never finished its trajectory.
+CLOCK_JUMP_S = 1.0
+# A time this little before the latest one seen is rounding (two timers'
+# instants in float seconds), not a clock going back, s.
+CLOCK_BACK_SLACK_S = 1e-6
 # A tail longer than this many steps is cut (a speed limit far above what the
 # acceleration limit stops quickly; the tail still ends at rest: see _tail).
 MAX_TAIL_STEPS = 20000
@@ -121,7 +130,7 @@ class CommandStream:
         self.tails_adopted = 0
         self.idle_skips = 0
         self.stalls = 0
-        self.clock_jumps_back = 0
+        self.clock_jumps_back = self.clock_jumps_forward = 0
         self._stopping = False   # braking to rest after the clock went back
         self._sampled_at: Optional[float] = None
         self._seen: Optional[float] = None   # the latest time given to advance or send
@@ -184,9 +193,10 @@ class CommandStream:
         self._sampled_at = None
 
     def clock_went_back(self, last: float, now: float) -> None:
-        """Re-base the plan on a clock that went back from ``last`` to ``now`` (s).
+        """Re-base the plan on a clock that jumped from ``last`` to ``now`` (s).
 
-        A simulator reset: the whole plan lies in the future of the new clock.
+        A simulator reset: the whole plan lies in the future of the new clock
+        (a clock set forward: in its past).
         Every committed point moves by ``now - last`` (the motion itself is
         unchanged: position, velocity, acceleration and jerk go on without a
         seam); from the end of what is committed the arm comes to a controlled
@@ -385,17 +395,27 @@ class CommandStream:
         return self.sample(time)[0]
 
     def _watch_clock(self, time: float) -> None:
-        """Re-base the plan when ``time`` is before the latest time seen (the clock went back).
+        """Re-base the plan when the clock jumped (clock_went_back).
 
-        The command continues from where the plan was one cadence (the
-        callers' last step) after the latest time seen: the instant the
-        hardware is at now, as far as the callers' rhythm tells.
+        Back: ``time`` before the latest time seen. Forward, while position
+        arrays are sent: more than CLOCK_JUMP_S after it (the forward
+        controller got no gap, only the clock moved; a shorter gap is a stall:
+        see _restarted_after_array_stall). The command continues from where
+        the plan was one cadence (the callers' last step) after the latest
+        time seen: the instant the hardware is at now, as far as the callers'
+        rhythm tells.
         """
         time = float(time)
-        if self._seen is not None and time < self._seen:
+        if self._seen is not None and time < self._seen - CLOCK_BACK_SLACK_S:
             self.clock_jumps_back += 1
             self.clock_went_back(self._seen + self._cadence, time)
-        elif self._seen is not None and time > self._seen:
+        elif self._seen is not None and self._sampled_at is not None and \
+                time - self._seen > CLOCK_JUMP_S:
+            self.clock_jumps_forward += 1
+            self.clock_went_back(self._seen + self._cadence, time)
+        elif self._seen is not None and time <= self._seen:
+            return   # rounding: the latest time stays
+        elif self._seen is not None:
             self._cadence = time - self._seen
         self._seen = time
 

@@ -45,7 +45,7 @@ from ik_node.core.frames import LinkFrames
 from ik_node.core.jerk import check_jerk_limits, JERK_RANGE
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.solver import make_solver, SOLVER_NAMES
-from ik_node.core.stream import CommandStream, controller_lead
+from ik_node.core.stream import CLOCK_JUMP_S, CommandStream, controller_lead
 from ik_node.core.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
     TrackerConfig
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
@@ -84,12 +84,6 @@ OUTPUTS = {
 STOP_TAIL_MAX_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
-# joint_states output: a gap between ticks longer than this is a clock jump (a
-# simulator's clock set forward, a suspended process), not motion time. Not
-# shorter: the restart re-times the trajectory from where the tip is, and on a
-# machine loaded 3x over ticks 0.25-0.5 s apart came often enough (21 in 40 s)
-# that a long move never finished its trajectory.
-CLOCK_JUMP_S = 1.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
                     'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
@@ -655,17 +649,17 @@ class IKNode(Node):
                 publish()
 
     def _watch_clock(self, now: float) -> None:
-        """Count ticks late by more than a period; restart the plan when the clock went back.
+        """Count late ticks and clock jumps (logged); joint_states: skip a jump forward.
 
         A clock that goes back (a simulator reset under use_sim_time) would
         leave the whole plan in the future. The stream re-bases itself
         (CommandStream.clock_went_back: a controlled stop from the command it
-        was giving, then on toward the target); here the jump is logged once,
-        counted, and the states stamped on the old clock are forgotten. A jump
-        forward is not motion time: joint_trajectory brakes along the tail (the
-        stream's late-tick rule), position_array restarts where the controller
-        held (its stall rule), joint_states goes on from the state it had after
-        a gap of more than CLOCK_JUMP_S (counted).
+        was giving, then on toward the target) and the feedback policy forgets
+        the states of the old clock; here the jump is logged and counted. A
+        jump forward of more than CLOCK_JUMP_S is not motion time:
+        joint_trajectory brakes along the tail (the stream's late-tick rule),
+        position_array continues from where the hardware is (the stream), and
+        joint_states goes on from the state it had (here).
         """
         last, self._last_tick = self._last_tick, now
         if last is None:
@@ -677,18 +671,15 @@ class IKNode(Node):
             self.get_logger().warning(f'the clock went back by {last - now:.3f} s (a simulation '
                                       'reset?): a controlled stop, then on toward the target '
                                       'on the new clock')
-            if self.feedback is not None:
-                self.feedback.forget()   # states stamped on the old clock
-        elif now - last > CLOCK_JUMP_S and self.stream is not None and \
-                self.output == 'joint_states':
-            # The arm the node simulates does not move through the gap: the plan
-            # goes on from the state it had (a controller's output brakes instead).
+        elif now - last > CLOCK_JUMP_S and self.stream is not None:
             self.clock_jumps_forward += 1
-            self.get_logger().warning(f'the clock jumped forward by {now - last:.3f} s: the '
-                                      'motion goes on from where it was',
-                                      throttle_duration_sec=5.0)
-            q, v, _ = self.stream.sample(last + self._period)   # one tick on, as if no gap
-            self.stream.restart(now, q, v)
+            self.get_logger().warning(f'the clock jumped forward by {now - last:.3f} s: not '
+                                      'taken as motion time', throttle_duration_sec=5.0)
+            if self.output == 'joint_states':
+                # The arm the node simulates does not move through the gap: the
+                # plan goes on from the state it had, one tick on.
+                q, v, _ = self.stream.sample(last + self._period)
+                self.stream.restart(now, q, v)
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.
