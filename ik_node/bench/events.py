@@ -36,6 +36,7 @@ import math
 from typing import Dict, List, Optional
 
 from ik_node.bench.common import machine_info, print_json, print_table, print_title
+from ik_node.bench.feedback import iiwa14
 from ik_node.bench.standins import derivatives, ForwardController, LagServo, Point, \
     Trajectory, TrajectoryController
 from ik_node.core.chain import Chain
@@ -43,7 +44,6 @@ from ik_node.core.feedback import FeedbackPolicy
 from ik_node.core.solver import make_solver
 from ik_node.core.stream import CommandStream, controller_lead
 from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
-from ik_node.urdf import bundled_urdf
 import numpy as np
 
 Q0 = np.array([0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3])
@@ -55,11 +55,6 @@ EVENTS = ('none', 'glitch +1 rad', 'duplicated name', 'NaN', 'beyond a limit',
           'stamped 60 ms late', 'feedback lost 0.5 s', 'node stalled 0.3 s',
           'clock back 10 s', 'clock forward 5 s', 'acceleration 5 -> 0.01',
           'tip speed 0.001 for 0.5 s', 'jerk 500 -> 50', 'new model, same arm')
-
-
-def iiwa14() -> Chain:
-    """Return the bundled iiwa14 chain (base iiwa_link_0, tip tool0)."""
-    return Chain.from_urdf_file(bundled_urdf('iiwa14.urdf'), 'iiwa_link_0', 'tool0')
 
 
 class Loop:
