@@ -41,6 +41,7 @@ from ik_node.bench.standins import derivatives, ForwardController, LagServo, Poi
     Trajectory, TrajectoryController
 from ik_node.core.chain import Chain
 from ik_node.core.feedback import FeedbackPolicy
+from ik_node.core.result import pose_error
 from ik_node.core.solver import make_solver
 from ik_node.core.stream import CommandStream, controller_lead
 from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
@@ -228,17 +229,11 @@ def twist_tip_speeds(chain: Chain, linear: float, angular: float, seconds: float
             tracker.set_twist(now + stream.lead_s, lin, ang, body)
             stream.advance(now)
         poses.append(chain.forward(stream.send(now)))
-    v = [np.linalg.norm(b[:3, 3] - a[:3, 3]) / dt for a, b in zip(poses, poses[1:])]
-    w = [_angle(a[:3, :3].T @ b[:3, :3]) / dt for a, b in zip(poses, poses[1:])]
+    v, w = np.array([pose_error(a, b) for a, b in zip(poses, poses[1:])]).T / dt
     return {'linear_asked': linear, 'angular_asked': angular,
-            'linear_over_limit': max(v) / config.max_linear_speed,
-            'angular_over_limit': max(w) / config.max_angular_speed,
+            'linear_over_limit': float(v.max()) / config.max_linear_speed,
+            'angular_over_limit': float(w.max()) / config.max_angular_speed,
             'scaled': tracker.twists_scaled}
-
-
-def _angle(rotation: np.ndarray) -> float:
-    """Return the angle, rad, of a rotation matrix (3, 3)."""
-    return float(np.arccos(np.clip((np.trace(rotation) - 1.0) / 2.0, -1.0, 1.0)))
 
 
 def add_parser(subparsers):

@@ -192,7 +192,7 @@ class CommandStream:
         self._published_end = None
         self._sampled_at = None
 
-    def clock_went_back(self, last: float, now: float) -> None:
+    def clock_jumped(self, last: float, now: float) -> None:
         """Re-base the plan on a clock that jumped from ``last`` to ``now`` (s).
 
         A simulator reset: the whole plan lies in the future of the new clock
@@ -268,9 +268,7 @@ class CommandStream:
         self._watch_clock(now)
         self._refresh_window()
         horizon = now + self.lead_s
-        if self._restarted_after_array_stall(now):
-            pass
-        elif self._published_end is not None and \
+        if not self._restarted_after_array_stall(now) and self._published_end is not None and \
                 now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
             self._adopt_tail(horizon)
         self._published_end = None
@@ -395,7 +393,7 @@ class CommandStream:
         return self.sample(time)[0]
 
     def _watch_clock(self, time: float) -> None:
-        """Re-base the plan when the clock jumped (clock_went_back).
+        """Re-base the plan when the clock jumped (clock_jumped).
 
         Back: ``time`` before the latest time seen. Forward, while position
         arrays are sent: more than CLOCK_JUMP_S after it (the forward
@@ -408,11 +406,11 @@ class CommandStream:
         time = float(time)
         if self._seen is not None and time < self._seen - CLOCK_BACK_SLACK_S:
             self.clock_jumps_back += 1
-            self.clock_went_back(self._seen + self._cadence, time)
+            self.clock_jumped(self._seen + self._cadence, time)
         elif self._seen is not None and self._sampled_at is not None and \
                 time - self._seen > CLOCK_JUMP_S:
             self.clock_jumps_forward += 1
-            self.clock_went_back(self._seen + self._cadence, time)
+            self.clock_jumped(self._seen + self._cadence, time)
         elif self._seen is not None and time <= self._seen:
             return   # rounding: the latest time stays
         elif self._seen is not None:

@@ -670,8 +670,9 @@ class MotionTracker:
         q, v = self._step(goal, goal_v, dt)
         if self.mode != 'twist':
             return q, v
+        start = self.chain.forward(self.q)
         for _ in range(TIP_SPEED_PASSES):
-            ratio = self._tip_speed_ratio(q, dt)
+            ratio = self._tip_speed_ratio(start, q, dt)
             if ratio <= 1.0:
                 break
             speeds = np.minimum(np.maximum(np.abs(v) / ratio, TIP_SPEED_FLOOR),
@@ -679,14 +680,11 @@ class MotionTracker:
             q, v = self._step(goal, goal_v, dt, speeds)
         return q, v
 
-    def _tip_speed_ratio(self, q: FloatArray, dt: float) -> float:
-        """Return the tip's speed from the last command to ``q`` in dt, over its limits."""
-        a, b = self.chain.forward(self.q), self.chain.forward(q)
-        linear = float(np.linalg.norm(b[:3, 3] - a[:3, 3])) / dt
-        cos = (float(np.trace(a[:3, :3].T @ b[:3, :3])) - 1.0) / 2.0
-        angular = math.acos(min(1.0, max(-1.0, cos))) / dt
-        return max(linear / self.config.max_linear_speed,
-                   angular / self.config.max_angular_speed) / TIP_SPEED_SHARE
+    def _tip_speed_ratio(self, start: FloatArray, q: FloatArray, dt: float) -> float:
+        """Return the tip's speed from pose ``start`` (4, 4) to joints ``q`` over dt, per limit."""
+        linear, angular = pose_error(start, self.chain.forward(q))
+        return max(linear / dt / self.config.max_linear_speed,
+                   angular / dt / self.config.max_angular_speed) / TIP_SPEED_SHARE
 
     def _step(self, goal: FloatArray, goal_v: FloatArray, dt: float,
               speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:

@@ -653,7 +653,7 @@ class IKNode(Node):
 
         A clock that goes back (a simulator reset under use_sim_time) would
         leave the whole plan in the future. The stream re-bases itself
-        (CommandStream.clock_went_back: a controlled stop from the command it
+        (CommandStream.clock_jumped: a controlled stop from the command it
         was giving, then on toward the target) and the feedback policy forgets
         the states of the old clock; here the jump is logged and counted. A
         jump forward of more than CLOCK_JUMP_S is not motion time:
