@@ -20,15 +20,22 @@ of those globals in which every kernel is replaced by its compiled twin, so
 compiled code only calls compiled code (numba resolves the names when it
 compiles, lazily, at the first call). Constants are the modules' own: numba
 reads global numbers at compile time. Imported only when numba is installed.
+
+The machine code is cached in the user's cache directory (XDG:
+``$XDG_CACHE_HOME/ik_node/numba``, by default ``~/.cache/ik_node/numba``),
+not beside the sources: an install directory the user cannot write (a
+binary package under /opt/ros) would otherwise compile again at every
+start. ``NUMBA_CACHE_DIR``, when set, is used as it is.
 """
 
 import hashlib
 import os
 from pathlib import Path
+import sys
+import tempfile
 import types
 
 from ik_node.core import kernels, limits, offset_kernels, srs_kernels
-import numba
 
 KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
 SOURCE_STAMP = 'numba-sources.sha256'
@@ -57,15 +64,70 @@ def drop_stale_cache(source_dir: Path, cache_dir: Path) -> bool:
         stale = sorted(cache_dir.glob('*.nbi')) + sorted(cache_dir.glob('*.nbc'))
         for path in stale:
             path.unlink()
-        cache_dir.mkdir(exist_ok=True)
+        cache_dir.mkdir(parents=True, exist_ok=True)
         stamp.write_text(digest)
     except OSError:
         return False
     return bool(stale)
 
 
-if not os.environ.get('NUMBA_CACHE_DIR'):   # numba's default: __pycache__ beside the sources
-    drop_stale_cache(Path(__file__).parent, Path(__file__).parent / '__pycache__')
+def user_cache_root(environ=os.environ) -> Path:
+    """Return the folder of ik_node's numba cache: XDG's user cache directory + ik_node/numba.
+
+    ``$XDG_CACHE_HOME`` when it is an absolute path (the XDG base directory
+    specification ignores a relative one), else ``~/.cache``. When that
+    cannot be created or written (a read-only home), a per-user folder in the
+    system's temporary directory.
+    """
+    xdg = environ.get('XDG_CACHE_HOME', '')
+    home = environ.get('HOME') or str(Path.home())
+    base = Path(xdg) if os.path.isabs(xdg) else Path(home) / '.cache'
+    root = base / 'ik_node' / 'numba'
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if os.access(root, os.W_OK | os.X_OK):
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f'ik_node-numba-{os.getuid()}'
+
+
+def cache_subfolder(root: Path, source_dir: Path) -> Path:
+    """Return where numba caches the functions of source_dir's files under root.
+
+    numba's own rule for a cache directory it is given (NUMBA_CACHE_DIR):
+    the source folder's name, '_', the SHA-1 of its absolute path.
+    """
+    folder = os.path.abspath(source_dir)
+    digest = hashlib.sha1(folder.encode()).hexdigest()
+    return root / f'{os.path.basename(folder)}_{digest}'
+
+
+def use_user_cache() -> Path:
+    """Point numba's cache at the user's cache directory (unless NUMBA_CACHE_DIR is set).
+
+    Called before numba is imported (numba reads NUMBA_CACHE_DIR when it is
+    imported; when something imported it earlier, its config is set as
+    well). Returns the folder of this package's kernels there, with stale
+    machine code dropped (drop_stale_cache).
+    """
+    root = os.environ.get('NUMBA_CACHE_DIR')
+    if not root:
+        root = str(user_cache_root())
+        os.environ['NUMBA_CACHE_DIR'] = root
+        numba_module = sys.modules.get('numba')
+        if numba_module is not None:
+            numba_module.config.CACHE_DIR = root
+    source_dir = Path(__file__).parent
+    folder = cache_subfolder(Path(root), source_dir)
+    drop_stale_cache(source_dir, folder)
+    return folder
+
+
+#: Where the machine code of the kernels is cached.
+CACHE_FOLDER = use_user_cache()
+
+import numba  # noqa: E402,I100,I202 - after NUMBA_CACHE_DIR is set
 
 _jit = numba.njit(cache=True, nogil=True)
 

@@ -246,8 +246,7 @@ class MotionTracker:
         self.q = q0.copy()
         self.v = np.zeros(chain.n) if velocity is None else np.array(velocity, dtype=np.float64)
         self.time = float(time)
-        (compiled,) = load_compiled(backend, '_compiled')
-        self._limits = limits if compiled is None else compiled.L
+        self.set_backend(backend)
         self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
         self._a_max = np.array(self.config.accelerations(chain.n))
         self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
@@ -508,6 +507,17 @@ class MotionTracker:
         self._last_goal = None
         if self.mode == 'twist':
             self._release()
+
+    def set_backend(self, backend: str) -> None:
+        """Take the limiting step on ``backend`` ('auto', 'numpy' or 'numba'); the solver is apart.
+
+        Raises:
+            InvalidInputError: an unknown backend, or 'numba' without numba.
+
+        """
+        (compiled,) = load_compiled(backend, '_compiled')
+        self.backend = backend
+        self._limits = limits if compiled is None else compiled.L
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
@@ -907,7 +917,7 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
 
     """
     if chain.joint_names != old.joint_names:
-        return MotionTracker(chain, solver, old.config, q0, time)
+        return MotionTracker(chain, solver, old.config, q0, time, backend=old.backend)
     q = old.q
     if not chain.within_limits(q):
         raise ModelError(f'the current joint positions {np.round(q, 6).tolist()} are outside '
@@ -921,7 +931,8 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
         raise ModelError(f'the joints moving at {np.round(old.v, 3).tolist()} rad/s would '
                          f"stop at {np.round(stop, 3).tolist()}, beyond the new model's limits: "
                          'send the model again when the arm is slower or at rest')
-    tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v)
+    tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v,
+                            backend=old.backend)
     tracker.q0 = chain.check_q(q0, 'q0').copy()
     tracker._a_max = old._a_max.copy()   # a stop under way goes on at the limits it had
     tracker._use_accelerations(np.minimum(tracker.accelerations, old._a_cap))

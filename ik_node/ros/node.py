@@ -30,8 +30,10 @@ from the same tick at their own rates, from one table.
 import collections
 import functools
 import gc
+import os
 import signal
 import sys
+import time
 from typing import Dict, Optional
 
 from builtin_interfaces.msg import Duration
@@ -48,6 +50,7 @@ from ik_node.core.solver import make_solver, SOLVER_NAMES
 from ik_node.core.stream import CLOCK_JUMP_S, CommandStream, controller_lead
 from ik_node.core.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
     TrackerConfig
+from ik_node.core.warm import kernel_key, KernelCompile
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     joint_state, matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
@@ -82,6 +85,11 @@ OUTPUTS = {
 # delay one (a separate timer firing first would).
 # On SIGINT with position_array, the braking tail is played for at most this long (s).
 STOP_TAIL_MAX_S = 5.0
+# Seconds between two progress lines while the numba kernels compile.
+COMPILE_PROGRESS_S = 5.0
+# How long start-up waits for the kernels (a warm cache loads in ~0.7 s):
+# longer, the node starts on the numpy reference and switches later.
+STARTUP_COMPILE_WAIT_S = 2.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
@@ -153,6 +161,12 @@ class IKNode(Node):
         super().__init__('ik_node', **kwargs)
         self._epoch_ns = self.get_clock().now().nanoseconds
         self._declare_parameters()
+        # The numba kernels compile in the background (KernelCompile); until
+        # the ones a solver needs are done it runs on the numpy reference.
+        self._numba = compiled_status()[0] == 'numba'
+        self._warm: set = set()   # kernel_key()s compiled in this process
+        self.compiling: Optional[KernelCompile] = None
+        self._progress_at = 0.0
         self._log_backend()
         # publish_rate is fixed at start-up (refused at run time).
         rate = self.get_parameter('publish_rate').value
@@ -322,7 +336,10 @@ class IKNode(Node):
         """Say once which IK backend runs (numpy is much slower per iteration)."""
         backend, why = compiled_status()
         if backend == 'numba':
-            self.get_logger().info('IK backend: numba (compiled kernels)')
+            self.get_logger().info(
+                'IK backend: numba (compiled kernels); they compile in the background (about 10 '
+                's on the first start, longer on a busy machine; ~0.3 s from the cache later), '
+                'the numpy reference serves meanwhile')
             return
         self.get_logger().warning(
             f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
@@ -393,7 +410,66 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
-        return make_solver(self.chain, name)
+        return self._ready_solver(self.chain, name, self.tracker.q)
+
+    def _ready_solver(self, chain: Chain, name: str, q0, wait_s: float = 0.0):
+        """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
+
+        Its numba twin once its kernels are compiled in this process. Else
+        they are compiled in a child process: ready within ``wait_s`` (a warm
+        cache), the numba twin; not, the numpy reference, and the tick
+        switches when they are (_switch_when_compiled). Raises ModelError
+        like make_solver.
+        """
+        if not self._numba:
+            return make_solver(chain, name)
+        reference = make_solver(chain, name, backend='numpy')
+        key = kernel_key(reference, chain)
+        if key in self._warm:
+            return make_solver(chain, name)
+        if self.compiling is None:
+            job = KernelCompile(key, chain, name, q0, self._config(), wait_s)
+            self.compiling, self._progress_at = job, job.started
+            if job.done:
+                self._switch_when_compiled()
+                if key in self._warm:
+                    return make_solver(chain, name)
+        return reference
+
+    def _tracker_backend(self) -> str:
+        """Backend of the tracker's limiting step: numba once any compile is done."""
+        return 'auto' if self._warm or not self._numba else 'numpy'
+
+    def _switch_when_compiled(self) -> None:
+        """Log progress of a background compile; when done, move the tracker to numba."""
+        job = self.compiling
+        if job is None:
+            return
+        if not job.done:
+            if time.monotonic() - self._progress_at >= COMPILE_PROGRESS_S:
+                self._progress_at = time.monotonic()
+                self.get_logger().info(f'compiling the numba kernels: {job.elapsed():.0f} s so '
+                                       'far; the numpy reference serves meanwhile')
+            return
+        self.compiling = None
+        if job.error is not None:
+            self._numba = False
+            self.get_logger().warning(f'the numba kernels failed to compile ({job.error}); the '
+                                      'numpy reference goes on (correct, slower per solve)')
+            return
+        self._warm.add(job.key)
+        self.get_logger().info(f'numba kernels ready after {job.seconds:.1f} s')
+        tracker = self.tracker
+        if tracker is None:
+            return
+        tracker.set_backend(self._tracker_backend())
+        if tracker.solver.backend == 'numpy':
+            name = self.get_parameter('solver').value
+            solver = self._ready_solver(self.chain, name, tracker.q)  # another compile if needed
+            if solver.backend != 'numpy':
+                solver.warm_up(tracker.q)
+                tracker.set_solver(solver)
+                self.get_logger().info(f'solver {solver.name}: numba from now on')
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
@@ -479,10 +555,13 @@ class IKNode(Node):
         frames = link_frames(text, chain)
         order = self._joint_order(chain)
         q0 = self._initial_positions(chain)
-        solver = make_solver(chain, self.get_parameter('solver').value)
+        # At start-up, wait for a warm cache (the tracker is built on numba).
+        solver = self._ready_solver(chain, self.get_parameter('solver').value, q0,
+                                    STARTUP_COMPILE_WAIT_S if self.tracker is None else 0.0)
         now = self._instant()[1]
         if self.tracker is None:
-            tracker = MotionTracker(chain, solver, self._config(), q0, now)
+            tracker = MotionTracker(chain, solver, self._config(), q0, now,
+                                    backend=self._tracker_backend())
         else:  # the same joints carry on from where they are (no jump)
             tracker = carried_over(self.tracker, chain, solver, q0, now)
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
@@ -641,6 +720,7 @@ class IKNode(Node):
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
         self._watch_clock(now)
+        self._switch_when_compiled()
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1
@@ -944,6 +1024,13 @@ def main(args=None, stop: Optional[StopRequest] = None):
                 pass
         if rclpy.ok():
             rclpy.try_shutdown()
+    if node is not None and node.compiling is not None and not node.compiling.done:
+        # The compile thread may be inside LLVM: finalizing the interpreter
+        # around it can crash the exit. Everything of ours is shut down.
+        node.compiling.cancel()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

@@ -1,0 +1,169 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The numba kernels compiled off the control thread, while the numpy reference serves.
+
+numba compiles a kernel at its first call: about 10 s for a 7-DoF arm's
+set on an idle 2-core machine, a minute or more on a loaded one, then
+~0.3 s to load it from the cache on later starts. A node that compiled
+before its first tick published nothing for that long. Instead it starts on
+the numpy backend (the tested reference: same results, slower per solve)
+and :class:`KernelCompile` compiles every path of the same model in a child
+interpreter (``python -m ik_node.core.warm``), which fills numba's cache;
+a thread of the caller then loads the kernels from that cache. When it is
+done the caller switches the tracker to the compiled twins between two
+ticks. A child, not a thread, compiles: numba's compiler is Python, and
+beside a control loop that holds the GIL most of the time (the numpy
+reference) a compiling thread took minutes instead of 10 s.
+"""
+
+import ctypes
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Hashable, Optional
+
+from ik_node.core.chain import Chain
+from ik_node.core.solver import IKSolver, make_solver
+from ik_node.core.tracker import MotionTracker, TrackerConfig
+import numpy as np
+
+
+def kernel_key(solver: IKSolver, chain: Chain) -> Hashable:
+    """Return what decides which kernels ``solver`` compiles: its class and the joint count.
+
+    numba compiles per argument types, not per model: two chains with as
+    many joints and a solver of the same class run the same machine code.
+    """
+    return type(solver).__name__, chain.n
+
+
+def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -> None:
+    """Run once every compiled path of a tracker of ``chain`` with solver ``solver_name``.
+
+    Compiles the kernels (or loads them from numba's cache): the solver's
+    warm-up paths, then one limiting step of a tracker on the 'numba'
+    backend toward a target a little away from q0 (n,), rad.
+
+    Raises:
+        IKError: the solver cannot be built for the chain.
+
+    """
+    solver = make_solver(chain, solver_name, backend='numba')
+    q0 = np.asarray(q0, dtype=np.float64)
+    solver.warm_up(q0)
+    tracker = MotionTracker(chain, solver, config, q0, 0.0, backend='numba')
+    aim = np.clip(q0 + 0.05, chain.lower, chain.upper)
+    tracker.add_target(0.0, chain.forward(aim))
+    tracker.command(0.01)
+
+
+def die_with_parent() -> None:
+    """In a child before exec: get SIGTERM when the thread that started it ends (Linux).
+
+    The child of a process that is killed (SIGKILL, a CI timeout) would
+    otherwise run on with no parent. Elsewhere than Linux: nothing.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class KernelCompile:
+    """:func:`compile_kernels` in a child interpreter, then loaded here from numba's cache.
+
+    The child starts at once. When it ends within ``wait_s`` (the cache was
+    warm: ~0.7 s) the kernels are loaded here before the constructor
+    returns; otherwise a daemon thread waits for it and loads them, and the
+    caller polls :attr:`done`. :meth:`cancel` stops the child (it also gets
+    SIGTERM when the thread that started it ends).
+
+    Args:
+        key: what the compiled kernels serve (:func:`kernel_key`).
+        chain, solver_name, q0, config: as for :func:`compile_kernels`.
+        wait_s: how long to wait for the child here, s.
+
+    Attributes:
+        started: time.monotonic() at the start, s.
+        seconds: how long it took (None while it runs).
+        error: the exception it raised, if any.
+
+    """
+
+    def __init__(self, key: Hashable, chain: Chain, solver_name: str, q0,
+                 config: TrackerConfig, wait_s: float = 0.0):
+        """Start the child; load here if it ends within wait_s, else in a thread."""
+        self.key = key
+        self.started = time.monotonic()
+        self.seconds: Optional[float] = None
+        self.error: Optional[BaseException] = None
+        self._cancelled = False
+        self._thread: Optional[threading.Thread] = None
+        args = (chain, solver_name, np.array(q0, dtype=float), config)
+        self._child = subprocess.Popen(
+            [sys.executable, '-m', 'ik_node.core.warm'], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        try:
+            err = self._child.communicate(pickle.dumps(args), timeout=wait_s)[1]
+        except subprocess.TimeoutExpired:
+            self._thread = threading.Thread(target=self._finish, args=(None, args), daemon=True,
+                                            name='ik_node-compile')
+            self._thread.start()
+            return
+        self._finish(err, args)
+
+    def _finish(self, err: Optional[bytes], args) -> None:
+        """Wait for the child (unless it ended with stderr ``err``), then load its kernels."""
+        try:
+            if err is None:
+                err = self._child.communicate()[1]
+            if self._child.returncode != 0 and not self._cancelled:
+                lines = err.decode(errors='replace').strip().splitlines() or ['no message']
+                raise RuntimeError(f'the compiling process exited with code '
+                                   f'{self._child.returncode}: {lines[-1]}')
+            if not self._cancelled:
+                compile_kernels(*args)   # loads from the cache the child wrote
+        except Exception as exc:  # noqa: B902 - reported by the caller, numpy goes on
+            self.error = exc
+        self.seconds = time.monotonic() - self.started
+
+    def cancel(self) -> None:
+        """Stop the compiling child (what it cached so far stays valid)."""
+        self._cancelled = True
+        if self._child is not None and self._child.poll() is None:
+            self._child.kill()
+            self._child.wait()
+
+    @property
+    def done(self) -> bool:
+        """Whether compiling and loading have finished (successfully or not)."""
+        return self._thread is None or not self._thread.is_alive()
+
+    def elapsed(self) -> float:
+        """Seconds since the start."""
+        return time.monotonic() - self.started
+
+
+def _compile_from_stdin() -> int:
+    """Child side of KernelCompile: compile_kernels of the pickled arguments on stdin."""
+    compile_kernels(*pickle.loads(sys.stdin.buffer.read()))   # our own parent's bytes
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(_compile_from_stdin())
