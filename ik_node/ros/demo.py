@@ -40,6 +40,10 @@ from sensor_msgs.msg import JointState
 
 # The node's default joint acceleration limit (the demo leaves it as it is).
 ACCELERATION = TrackerConfig().max_joint_acceleration
+# The node's start: bounded, with a line every PROGRESS_S (it serves at once
+# and compiles its kernels in the background; a very busy machine is slow).
+STARTUP_TIMEOUT_S = 300.0
+PROGRESS_S = 5.0
 
 
 def figure_eight(t, center, size, period):
@@ -109,16 +113,35 @@ class Demo(NodeProcess):
         return self.chain.forward(q)[:3, 3]
 
 
+def wait_for_node(demo, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
+    """Spin until the node publishes joint_states and hears targets; say why not.
+
+    Prints progress every PROGRESS_S seconds. False when the node exited
+    first or did not start within ``timeout_s``.
+    """
+    start = time.monotonic()
+    note = start + PROGRESS_S
+    while not demo.joints or demo.pub.get_subscription_count() == 0:
+        now = time.monotonic()
+        if demo.proc.poll() is not None:
+            print(f'ik_demo: the node exited with code {demo.proc.returncode} before it started')
+            return False
+        if now - start > timeout_s:
+            print(f'ik_demo: the node did not start within {timeout_s:.0f} s')
+            return False
+        if now >= note:
+            note += PROGRESS_S
+            print(f'waiting for the node to start: {now - start:.0f} s')
+        demo.spin(0.05)
+    return True
+
+
 def run(args):
-    """Run the demo; return the process exit code."""
+    """Run the demo; return the process exit code. The node is stopped on every path."""
     demo = Demo(args.domain if args.domain is not None else free_domain())
+    code = None
     try:
-        end = time.monotonic() + 30.0
-        while (not demo.joints or demo.pub.get_subscription_count() == 0) and \
-                time.monotonic() < end:
-            demo.spin(0.05)
-        if not demo.joints:
-            print('ik_demo: the node did not start within 30 s')
+        if not wait_for_node(demo):
             return 1
         print(f'node up: {len(demo.chain.joint_names)} joints, publishing joint_states')
         center, size = np.array([0.55, 0.0, 0.55]), 0.18
@@ -158,8 +181,10 @@ def run(args):
         final_err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - final_p)
         code = demo.close()
     except KeyboardInterrupt:
-        demo.close()
         return 130
+    finally:
+        if code is None:
+            demo.close()
     times = np.array([j[0] for j in demo.joints]) - start
     qs = np.array([j[1] for j in demo.joints])
     tips = np.array([demo.tip(q) for q in qs])

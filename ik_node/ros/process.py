@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from ik_node.core.warm import die_with_parent
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -76,15 +77,23 @@ class NodeProcess:
     """
 
     def __init__(self, ros_args, domain: int, client_name: str):
-        """Start the node process and create the client on ``domain``."""
+        """Start the node process and create the client on ``domain``.
+
+        The node gets SIGTERM (a clean stop) when this process dies without
+        :meth:`close` (killed): it never runs on alone.
+        """
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', *ros_args],
-            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=domain)
-        self.node = rclpy.create_node(client_name, context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), preexec_fn=die_with_parent)
+        try:
+            self.context = Context()
+            rclpy.init(context=self.context, domain_id=domain)
+            self.node = rclpy.create_node(client_name, context=self.context)
+            self.executor = SingleThreadedExecutor(context=self.context)
+            self.executor.add_node(self.node)
+        except BaseException:
+            self._stop_node(10.0)
+            raise
 
     def spin(self, seconds: float, step_s: float = 0.005) -> None:
         """Process client callbacks for ``seconds``."""
@@ -108,14 +117,19 @@ class NodeProcess:
                 raise TimeoutError(f'{what}: not within {timeout_s} s')
             self.executor.spin_once(timeout_sec=step_s)
 
-    def close(self, timeout_s: float = 10.0) -> int:
-        """Stop the node with SIGINT (killed after timeout_s), the client too; exit code."""
-        self.proc.send_signal(signal.SIGINT)
+    def _stop_node(self, timeout_s: float) -> int:
+        """Stop the node with SIGINT (killed after timeout_s); its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
         try:
-            code = self.proc.wait(timeout=timeout_s)
+            return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            code = self.proc.wait()
+            return self.proc.wait()
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Stop the node with SIGINT (killed after timeout_s), the client too; exit code."""
+        code = self._stop_node(timeout_s)
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
