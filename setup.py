@@ -31,6 +31,9 @@ setup(
     packages=find_packages(exclude=['test', 'test.*']),
     data_files=shared_files(),
     install_requires=['setuptools', 'numpy', 'urdf_parser_py'],
+    # colcon runs pytest only when the package declares it here (else
+    # `python -m unittest`: 0 tests, success); tests_require is ignored.
+    extras_require={'test': ['pytest']},
     zip_safe=True,
     maintainer='ik_node maintainers',
     maintainer_email='maintainers@ik-node.invalid',

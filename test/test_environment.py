@@ -16,21 +16,45 @@
 """The environment the README sets up: rclpy, an RMW and the messages work over DDS."""
 
 import os
+from pathlib import Path
+import shutil
+import subprocess
 
 import pytest
 
 from ros_helpers import unique_domain_id, wait_until
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def test_ros_environment_variables_are_set_by_the_test_command():
-    # The README's test command sets these; without them message packages
-    # are not found or DDS traffic leaves the loopback interface.
+
+def test_message_packages_are_found_through_the_ament_index():
+    # Any ROS environment (the README's venv, a colcon install space on an
+    # underlay) must let rclpy find the message packages.
     prefix = os.environ.get('AMENT_PREFIX_PATH', '')
     assert any(os.path.isdir(os.path.join(p, 'share', 'sensor_msgs'))
                for p in prefix.split(os.pathsep) if p), prefix
-    assert os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE') == 'LOCALHOST'
-    assert os.environ.get('ROS_HOME', '').startswith(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
+
+
+def test_env_script_keeps_dds_on_loopback_and_logs_in_the_checkout(tmp_path):
+    """scripts/env.sh (what the README's commands source) sets the ROS variables.
+
+    Run on a copy beside a stand-in venv, so the check does not depend on
+    the environment the tests run in (the project's venv or colcon's).
+    """
+    (tmp_path / 'scripts').mkdir()
+    shutil.copy(ROOT / 'scripts' / 'env.sh', tmp_path / 'scripts' / 'env.sh')
+    activate = tmp_path / '.venv' / 'bin' / 'activate'
+    activate.parent.mkdir(parents=True)
+    activate.write_text(f'export VIRTUAL_ENV={tmp_path / ".venv"}\n')
+    env = {'PATH': os.environ['PATH'], 'HOME': str(tmp_path)}
+    out = subprocess.run(['bash', '-c', 'source scripts/env.sh && env'], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    values = dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
+    assert values['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'LOCALHOST'
+    assert values['RMW_IMPLEMENTATION'] == 'rmw_fastrtps_cpp'
+    assert values['AMENT_PREFIX_PATH'].split(os.pathsep)[0] == str(tmp_path / '.venv')
+    assert values['ROS_HOME'] == str(tmp_path / '.ros')   # logs stay in the checkout
+    assert (tmp_path / '.ros' / 'log').is_dir()
 
 
 @pytest.mark.integration
