@@ -24,7 +24,7 @@ import io
 import math
 import os
 import re
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ik_node.core.chain import Chain, Joint, register_urdf_reader
 from ik_node.core.errors import ModelError
@@ -139,14 +139,22 @@ def _parent_joints(robot) -> Dict[str, Any]:
             raise UrdfError('URDF: every link has a parent joint, so the joints form a cycle')
         raise UrdfError(f'URDF has {len(roots)} root links ({", ".join(roots)}); a robot '
                         'description must be a single tree')
-    for start in links:  # a cycle not reachable from the root
-        seen = set()
-        link = start
-        while link in parent:
-            if link in seen:
-                raise UrdfError(f'URDF: the joints form a cycle through link {link!r}')
+    # Every link has one parent: a link the root does not reach is on a cycle
+    # or below one (a walk up from it repeats a link). Linear in the links.
+    children: Dict[str, List[str]] = {}
+    for child, joint in parent.items():
+        children.setdefault(joint.parent, []).append(child)
+    reached, stack = {roots[0]}, [roots[0]]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            reached.add(child)
+            stack.append(child)
+    if len(reached) < len(links):
+        link, seen = min(links - reached), set()
+        while link not in seen:
             seen.add(link)
             link = parent[link].parent
+        raise UrdfError(f'URDF: the joints form a cycle through link {link!r}')
     return parent
 
 
@@ -179,20 +187,93 @@ def link_frames(xml, chain: Chain) -> LinkFrames:
     below or beside it), moved by the chain when the movable joints between
     the base and it are the chain's own, and refused (with the reason)
     otherwise: the description's other joints (a gripper, a second arm) are
-    not ik_node's to know.
+    not ik_node's to know. Linear in the number of links: each link's frame
+    is its parent link's and one joint (1,000 fixed links in a row were
+    quadratic: 36 s).
     """
     robot = _parse(_check_text(xml))
-    parent = _parent_joints(robot)
-    above_base = [chain.base_link]                     # base, its parent, ..., the root
-    while above_base[-1] in parent:
-        above_base.append(parent[above_base[-1]].parent)
+    resolver = _FrameResolver(chain, _parent_joints(robot))
     frames, refused = {}, {}
     for link in (item.name for item in robot.links):
-        try:
-            frames[link] = _link_frame(link, chain, parent, above_base)
-        except ModelError as exc:
-            refused[link] = str(exc)
+        frame = resolver.frame(link)
+        if isinstance(frame, str):
+            refused[link] = frame
+        else:
+            frames[link] = frame
     return LinkFrames(chain.base_link, frames, refused)
+
+
+class _FrameResolver:
+    """The LinkFrame of each link, from its parent link's (memoized, top-down).
+
+    A link's state is a LinkFrame, or a str: the reason it is refused (the
+    first joint, from the top, that makes it so; every link below inherits it).
+    """
+
+    def __init__(self, chain: Chain, parent: Dict[str, Any]):
+        """Index the base's ancestors; nothing resolved yet."""
+        self.chain, self.parent = chain, parent
+        self.above_base = [chain.base_link]               # base, its parent, ..., the root
+        while self.above_base[-1] in parent:
+            self.above_base.append(parent[self.above_base[-1]].parent)
+        self.above = set(self.above_base)
+        self.states: Dict[str, Any] = {}
+        self.sub_chains: Dict[str, Tuple[Chain, Tuple[int, ...]]] = {}
+
+    def frame(self, link: str):
+        """Return the LinkFrame of ``link``, or the reason it has none (str)."""
+        pending = []
+        while link not in self.states and link not in self.above:
+            pending.append(link)
+            link = self.parent[link].parent
+        if link not in self.states:
+            self.states[link] = self._above_state(link)
+        for child in reversed(pending):
+            self.states[child] = self._child_state(self.states[link], self.parent[child])
+            link = child
+        return self.states[link]
+
+    def _above_state(self, ancestor: str):
+        """State of a link above (or at) the base: static, or moved by a joint in between."""
+        up = _path_down(self.chain.base_link, ancestor, self.parent)    # ancestor -> base
+        moving = [j.name for j in up if j.type != 'fixed']
+        if moving:
+            return (f'joint {moving[0]!r} moves it relative to the base link '
+                    f'{self.chain.base_link!r}, and ik_node does not control that joint')
+        t_ancestor_base = np.eye(4)
+        for joint in up:
+            t_ancestor_base = t_ancestor_base @ _origin(joint)
+        return LinkFrame(ancestor, np.asarray(np.linalg.inv(t_ancestor_base), dtype=np.float64))
+
+    def _child_state(self, above, urdf_joint):
+        """State of the child link of ``urdf_joint``, whose parent link's state is ``above``."""
+        link = urdf_joint.child
+        if isinstance(above, str):
+            return above
+        joint = _joint(urdf_joint)
+        if joint.type == 'fixed':
+            if above.chain is None:
+                return LinkFrame(link, above.offset @ joint.origin)
+            tail = joint.origin if above.tail is None else above.tail @ joint.origin
+            return LinkFrame(link, above.offset, above.chain, above.joints, tail)
+        foreign = joint.mimic is None and joint.name not in self.chain.joint_names
+        if foreign or (above.chain is None and not self._below_base(urdf_joint.parent)):
+            return (f'joint {joint.name!r} moves it, and that joint is not one of the chain '
+                    f"{self.chain.base_link!r} -> {self.chain.tip_link!r}'s")
+        sub, indices = self._sub_chain(link)
+        return LinkFrame(link, np.eye(4), sub, indices)
+
+    def _below_base(self, link: str) -> bool:
+        """Whether the base link is above ``link`` (or is it)."""
+        while link not in self.above:
+            link = self.parent[link].parent
+        return link == self.chain.base_link
+
+    def _sub_chain(self, link: str) -> Tuple[Chain, Tuple[int, ...]]:
+        """Return the chain base -> ``link`` (a link whose joint moves), its joints' indices."""
+        sub = Chain([_joint(j) for j in _path_down(link, self.chain.base_link, self.parent)],
+                    self.chain.base_link, link)
+        return sub, tuple(self.chain.joint_names.index(n) for n in sub.joint_names)
 
 
 def _path_down(link: str, ancestor: str, parent) -> List[Any]:
@@ -203,35 +284,6 @@ def _path_down(link: str, ancestor: str, parent) -> List[Any]:
         path.append(joint)
         link = joint.parent
     return list(reversed(path))
-
-
-def _link_frame(link: str, chain: Chain, parent, above_base: List[str]) -> LinkFrame:
-    """Return the LinkFrame of one link (ModelError with the reason when it cannot be one)."""
-    ancestor = link
-    while ancestor not in above_base:
-        ancestor = parent[ancestor].parent
-    up = _path_down(chain.base_link, ancestor, parent)     # ancestor -> base
-    moving = [j.name for j in up if j.type != 'fixed']
-    if moving:
-        raise ModelError(f'joint {moving[0]!r} moves it relative to the base link '
-                         f'{chain.base_link!r}, and ik_node does not control that joint')
-    t_ancestor_base = np.eye(4)
-    for joint in up:
-        t_ancestor_base = t_ancestor_base @ _origin(joint)
-    offset = np.asarray(np.linalg.inv(t_ancestor_base), dtype=np.float64)
-    down = [_joint(j) for j in _path_down(link, ancestor, parent)]
-    if all(j.type == 'fixed' for j in down):
-        for joint in down:
-            offset = offset @ joint.origin
-        return LinkFrame(link, offset)
-    foreign = [j.name for j in down if j.type != 'fixed' and j.mimic is None
-               and j.name not in chain.joint_names]
-    if foreign or ancestor != chain.base_link:
-        name = foreign[0] if foreign else next(j.name for j in down if j.type != 'fixed')
-        raise ModelError(f'joint {name!r} moves it, and that joint is not one of the chain '
-                         f"{chain.base_link!r} -> {chain.tip_link!r}'s")
-    sub = Chain(down, chain.base_link, link)
-    return LinkFrame(link, offset, sub, tuple(chain.joint_names.index(n) for n in sub.joint_names))
 
 
 def chain_from_urdf_string(xml, base_link: str, tip_link: str) -> Chain:

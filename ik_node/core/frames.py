@@ -50,8 +50,11 @@ class LinkFrame:
         offset: (4, 4) pose, in the base frame, of the frame the sub-chain
             starts from (the base itself when the link is below it).
         chain: None for a static link (its pose is ``offset``); else the chain
-            from that frame to the link, whose free joints are chain joints.
+            from that frame to the link's last moving joint, whose free joints
+            are chain joints.
         joints: indices, in the main chain's joint order, of ``chain``'s free joints.
+        tail: (4, 4) fixed pose of the link in the frame at the end of
+            ``chain`` (None: the identity).
 
     """
 
@@ -59,6 +62,7 @@ class LinkFrame:
     offset: FloatArray
     chain: Optional[Chain] = None
     joints: Sequence[int] = ()
+    tail: Optional[FloatArray] = None
 
     @property
     def static(self) -> bool:
@@ -107,4 +111,5 @@ class LinkFrames:
         if frame.chain is None:
             return frame.offset
         values = np.asarray(q, dtype=np.float64)[list(frame.joints)]
-        return frame.offset @ frame.chain.forward(values)
+        pose = frame.offset @ frame.chain.forward(values)
+        return pose if frame.tail is None else pose @ frame.tail

@@ -1,0 +1,97 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Every link of a large description resolves to the pose the URDF implies, in linear work."""
+
+from hypothesis import given, settings, strategies as st
+from ik_node.core.frames import FrameError
+import ik_node.urdf
+from ik_node.urdf import bundled_urdf, chain_from_urdf_string, link_frames
+import numpy as np
+import pytest
+
+IIWA = open(bundled_urdf('iiwa14.urdf'), encoding='utf-8').read()
+BASE, TIP = 'iiwa_link_0', 'tool0'
+
+
+def fixed(name, parent, xyz=(0.0, 0.0, 0.001), rpy=(0.0, 0.0, 0.0)):
+    """URDF of one link hung under ``parent`` by a fixed joint."""
+    return (f'<link name="{name}"/><joint name="{name}_joint" type="fixed">'
+            f'<parent link="{parent}"/><child link="{name}"/>'
+            f'<origin xyz="{" ".join(map(str, xyz))}" rpy="{" ".join(map(str, rpy))}"/>'
+            '</joint>')
+
+
+def description(deep: int, star: int) -> str:
+    """Return the iiwa14 with more links.
+
+    ``deep`` fixed links in a row under the tool, ``star`` fixed links under
+    the base, and a gripper finger (a joint not of the chain) with its pad.
+    """
+    parts = [fixed(f'deep_{i}', TIP if i == 0 else f'deep_{i - 1}',
+                   (0.0, 0.001 * (i % 3), 0.002), (0.01, 0.0, 0.02)) for i in range(deep)]
+    parts += [fixed(f'star_{i}', BASE, (0.01 * i, 0.0, 0.0)) for i in range(star)]
+    parts.append('<link name="finger"/><joint name="finger_joint" type="prismatic">'
+                 f'<parent link="{TIP}"/><child link="finger"/><axis xyz="0 1 0"/>'
+                 '<limit lower="0" upper="0.04" velocity="0.1" effort="10"/></joint>')
+    parts.append(fixed('finger_pad', 'finger'))
+    return IIWA.replace('</robot>', ''.join(parts) + '</robot>')
+
+
+def oracle_pose(xml, link, chain, q):
+    """Pose of ``link`` in the base frame from a chain built base -> link (another path)."""
+    sub = chain_from_urdf_string(xml, BASE, link)
+    values = [q[chain.joint_names.index(name)] for name in sub.joint_names]
+    return sub.forward(np.array(values))
+
+
+@settings(max_examples=20)
+@given(st.lists(st.floats(-1.0, 1.0), min_size=7, max_size=7), st.integers(0, 120))
+def test_links_below_the_tool_follow_the_chain(values, which):
+    xml = description(deep=121, star=3)
+    chain = chain_from_urdf_string(xml, BASE, TIP)
+    frames = link_frames(xml, chain)
+    q = np.clip(np.array(values), chain.lower, chain.upper)
+    for link in (f'deep_{which}', TIP, 'iiwa_link_4'):
+        np.testing.assert_allclose(frames.pose(link, q), oracle_pose(xml, link, chain, q),
+                                   atol=1e-12)
+    star = np.eye(4)
+    star[0, 3] = 0.02   # star_2: bolted to the base 2 cm along x
+    np.testing.assert_array_equal(frames.pose('star_2', q), star)
+
+
+def test_a_link_moved_by_a_joint_not_of_the_chain_is_refused_with_the_joint():
+    xml = description(deep=2, star=0)
+    frames = link_frames(xml, chain_from_urdf_string(xml, BASE, TIP))
+    for link in ('finger', 'finger_pad'):
+        with pytest.raises(FrameError, match="joint 'finger_joint' moves it"):
+            frames.pose(link, np.zeros(7))
+
+
+@pytest.mark.parametrize('deep, star', [(1000, 0), (0, 1000), (500, 500)])
+def test_resolving_every_link_takes_work_linear_in_the_links(monkeypatch, deep, star):
+    """Joint conversions counted: at most a few per link (1,000 in a row took N^2 / 2)."""
+    calls = {'joint': 0, 'origin': 0}
+    for name in calls:
+        original = getattr(ik_node.urdf, f'_{name}')
+
+        def counted(*args, name=name, original=original):
+            calls[name] += 1
+            return original(*args)
+        monkeypatch.setattr(ik_node.urdf, f'_{name}', counted)
+    xml = description(deep, star)
+    frames = link_frames(xml, chain_from_urdf_string(xml, BASE, TIP))
+    links = deep + star + 12   # + the iiwa14's 10 links, the finger and its pad
+    assert len(frames.names()) == links - 2
+    assert calls['joint'] + calls['origin'] <= 4 * links, calls
