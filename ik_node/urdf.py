@@ -24,6 +24,7 @@ import io
 import math
 import os
 import re
+import stat
 from typing import Any, Dict, List, Sequence, Tuple
 
 from ik_node.core.chain import Chain, Joint, register_urdf_reader
@@ -362,7 +363,10 @@ def _expand_xacro(path, text: str, arguments: Sequence[str]) -> str:
 def _read_text(path) -> str:
     """Return a file's text, read within MAX_URDF_BYTES (UrdfError with the reason)."""
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):   # a FIFO or a device would block or never end
+            raise UrdfError(f'URDF file {path}: not a regular file')
+        size = info.st_size
         if size > MAX_URDF_BYTES:
             raise UrdfError(f'URDF file {path}: {size:,} bytes is above the '
                             f'{MAX_URDF_BYTES:,}-byte limit')

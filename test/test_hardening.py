@@ -110,11 +110,37 @@ def test_a_10_mb_urdf_is_refused_at_start_up(tmp_path):
     ({'target_queue_depth': 0}, 'target_queue_depth'),
     ({'initial_positions': '[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0]'}, 'initial_positions'),
     ({'initial_positions': '[0.0, 0.0]'}, 'initial_positions'),
+    ({'command_topic': 'bad topic!'}, "parameter command_topic: 'bad topic!' is not a valid"),
+    ({'command_output': 'joint_trajectory', 'feedback_topic': '1st/joint_states'},
+     "parameter feedback_topic: '1st/joint_states' is not a valid topic name"),
+    ({'joint_acceleration_limits': '[5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 1.0e-300]'},
+     'joint_acceleration_limits'),
 ])
 def test_parameters_out_of_range_stop_the_node_at_start_up(params, message):
     result = _start(dict(model_params('iiwa14'), **params))
     output = result.stdout + result.stderr
     assert result.returncode == 1 and message in output and 'Traceback' not in output, output
+    # One line says why (the log lines before it are the node's start-up).
+    assert len([line for line in result.stderr.splitlines()
+                if 'cannot start' in line or line.startswith(' ')]) == 1, result.stderr
+
+
+def test_a_fifo_as_urdf_path_is_refused_at_start_up(tmp_path):
+    fifo = tmp_path / 'robot.urdf'
+    os.mkfifo(fifo)    # opening it for reading would wait for a writer forever
+    result = _start(dict(model_params('iiwa14'), urdf_path=str(fifo)))
+    assert result.returncode == 1, result.stderr
+    assert 'robot.urdf: not a regular file' in result.stderr, result.stderr
+
+
+def test_a_misspelled_parameter_is_reported_with_the_closest_name():
+    cmd = [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', '-p',
+           'max_linear_sped:=0.3', '-p', 'solver:=magic']   # the second: exit at once
+    env = dict(os.environ, ROS_DOMAIN_ID=str(unique_domain_id()))
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "parameter 'max_linear_sped' is not a parameter of ik_node and is ignored; did you " \
+        "mean 'max_linear_speed'?" in result.stderr, result.stderr
 
 
 def test_bad_robot_description_updates_are_refused_and_the_old_model_kept():

@@ -28,6 +28,7 @@ from the same tick at their own rates, from one table.
 """
 
 import collections
+import difflib
 import functools
 import gc
 import os
@@ -59,7 +60,8 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
     SetParametersResult
 import rclpy
-from rclpy.exceptions import ParameterException, ParameterUninitializedException
+from rclpy.exceptions import NameValidationException, ParameterException, \
+    ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -161,6 +163,8 @@ class IKNode(Node):
         super().__init__('ik_node', **kwargs)
         self._epoch_ns = self.get_clock().now().nanoseconds
         self._declare_parameters()
+        self._warn_unknown_parameters()
+        self._check_choices()
         # The numba kernels compile in the background (KernelCompile); until
         # the ones a solver needs are done it runs on the numpy reference.
         self._numba = compiled_status()[0] == 'numba'
@@ -195,7 +199,8 @@ class IKNode(Node):
         self.output = self.get_parameter('command_output').value
         kind, default_topic = OUTPUTS[self.output]
         self.command_topic = self.get_parameter('command_topic').value or default_topic
-        self.command_pub = self.create_publisher(kind, self.command_topic, 10)
+        self.command_pub = self._named_topic('command_topic', self.create_publisher, kind,
+                                             self.command_topic, 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.marker_pub = self.create_publisher(MarkerArray, '~/markers', 10)
         self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
@@ -212,10 +217,10 @@ class IKNode(Node):
         self.feedback_topic = self.get_parameter('feedback_topic').value
         if self.feedback_topic:
             # Best effort matches a broadcaster of either reliability.
-            self.create_subscription(JointState, self.feedback_topic,
-                                     self._guarded(self._on_feedback),
-                                     QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
-                                                reliability=ReliabilityPolicy.BEST_EFFORT))
+            self._named_topic('feedback_topic', self.create_subscription, JointState,
+                              self.feedback_topic, self._guarded(self._on_feedback),
+                              QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
+                                         reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
         self._load_model_from_parameters()
         if self.chain is None:
@@ -237,7 +242,31 @@ class IKNode(Node):
             array_rate = self.get_parameter('controller_rate').value or rate
             self.create_timer(1.0 / array_rate, self._guarded(self._send_array))
 
+    @staticmethod
+    def _named_topic(parameter: str, create, kind, topic: str, *args):
+        """Return ``create(kind, topic, *args)``; an invalid name is a StartupError (one line)."""
+        try:
+            return create(kind, topic, *args)
+        except NameValidationException as exc:
+            reason = str(exc).splitlines()[0]
+            raise StartupError(f'parameter {parameter}: {topic!r} is not a valid topic name '
+                               f'({reason})') from None
+
     # -- parameters -------------------------------------------------------------------
+
+    def _warn_unknown_parameters(self) -> None:
+        """Log each parameter given to the node that it does not have, with the closest name.
+
+        ROS ignores such a parameter silently: a misspelled max_linear_sped
+        left the default speed in force.
+        """
+        given = getattr(self, '_parameter_overrides', {})   # what --ros-args / files set
+        known = self.list_parameters([], 0).names
+        for name in sorted(n for n in given if not self.has_parameter(n)):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ''
+            self.get_logger().warning(f"parameter '{name}' is not a parameter of ik_node and is "
+                                      f'ignored{hint}')
 
     def _declare_parameters(self):
         self.declare_parameter('robot_description', '', _descriptor(
@@ -311,6 +340,9 @@ class IKNode(Node):
             "topic of the commands ('' = the default of command_output)"))
         self.declare_parameter('command_joint_order', Parameter.Type.STRING_ARRAY, _descriptor(
             'joint names in the order of the commands (default: the chain order)'))
+
+    def _check_choices(self):
+        """Raise StartupError (one line) for a start-up parameter outside its choices."""
         solver = self.get_parameter('solver').value
         if solver not in SOLVER_NAMES:
             raise StartupError(f"parameter solver: '{solver}' is not one of "
