@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from ik_node.bench import analytic, controllers, events, feedback, flood, fuzz, ik, node, \
-    rotations, seed000, shutdown, smoothing, soak, teleop
+    rotations, seed000, shutdown, smoothing, soak, startup, teleop
 
 
 def build_parser():
@@ -41,6 +41,7 @@ def build_parser():
     flood.add_parser(sub)
     soak.add_parser(sub)
     shutdown.add_parser(sub)
+    startup.add_parser(sub)
     teleop.add_parser(sub)
     controllers.add_parser(sub)
     feedback.add_parser(sub)

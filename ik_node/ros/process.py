@@ -76,15 +76,17 @@ class NodeProcess:
 
     """
 
-    def __init__(self, ros_args, domain: int, client_name: str):
+    def __init__(self, ros_args, domain: int, client_name: str, env=None):
         """Start the node process and create the client on ``domain``.
 
-        The node gets SIGTERM (a clean stop) when this process dies without
-        :meth:`close` (killed): it never runs on alone.
+        ``env``: the node's environment (default this process's), with
+        ROS_DOMAIN_ID set. The node gets SIGTERM (a clean stop) when this
+        process dies without :meth:`close` (killed): it never runs on alone.
         """
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', *ros_args],
-            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), preexec_fn=die_with_parent)
+            env=dict(os.environ if env is None else env, ROS_DOMAIN_ID=str(domain)),
+            preexec_fn=die_with_parent)
         try:
             self.context = Context()
             rclpy.init(context=self.context, domain_id=domain)
