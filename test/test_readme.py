@@ -144,8 +144,14 @@ def test_distro_path_colcon_lines_run_as_written(tmp_path):
     """Run the colcon lines in a scratch workspace holding a copy of the package."""
     ws = tmp_path / 'ws'
     copy_sources(ws / 'src' / 'ik_node')
-    runnable = [cmd for cmd in section_commands(DISTRO) if cmd.split()[0] not in DISTRO_ONLY]
-    assert runnable == ['colcon build --packages-select ik_node', 'source install/setup.bash']
+    colcon = [cmd for sec, cmd in readme_commands()
+              if sec == DISTRO and cmd.split()[0] not in DISTRO_ONLY]
+    assert colcon == ['colcon build --packages-select ik_node', 'source install/setup.bash',
+                      'colcon test --packages-select ik_node', 'colcon test-result --verbose']
+    # .ci/run runs all four in a workspace of the checkout; here the first two
+    # in a copy, and what they install is checked (colcon test would run this test).
+    assert set(colcon) <= ci_lines()
+    runnable = colcon[:2]
     # No `set -u`: colcon's setup.bash reads unset variables, as a user's shell allows.
     script = '\n'.join(['set -eo pipefail', f'source {ROOT}/scripts/env.sh', *runnable,
                         'python -c "from ament_index_python.packages import '
@@ -179,11 +185,51 @@ def test_distro_only_lines_name_what_the_package_provides():
     assert pub[2:5] == ['pub', '--once', '/ik_node/target_pose']
     assert pub[5] == 'geometry_msgs/msg/PoseStamped'
     message = yaml.safe_load(pub[6])
-    assert message['header']['frame_id'] == 'iiwa_link_0'
+    assert message['header']['frame_id'] == base_links()['iiwa14']
     quaternion = [message['pose']['orientation'][k] for k in 'xyzw']
     assert abs(sum(v * v for v in quaternion) - 1.0) < 1e-12
     assert run[2:4] == ['ik_node', 'ik_bench']
     build_parser().parse_args(run[4:])
+
+
+def base_links():
+    """Return {robot: base_link} of the bundled configurations (config/<robot>.yaml)."""
+    found = {}
+    for path in sorted((ROOT / 'config').glob('*.yaml')):
+        for section in yaml.safe_load(path.read_text()).values():
+            if 'base_link' in section.get('ros__parameters', {}):
+                found[path.stem] = section['ros__parameters']['base_link']
+    return found
+
+
+def test_the_target_example_names_each_robots_base_frame_and_each_reaches_it():
+    """The `ros2 topic pub` pose, in the frame the README gives per robot, is solvable by each."""
+    from ik_node.core.rotations import quaternion_to_matrix
+    from ik_node.core.solver import make_solver
+    from ik_node.urdf import bundled_urdf, chain_from_urdf_file
+    import numpy as np
+    text = README.read_text(encoding='utf-8')
+    named = {robot: frame for frame, robot in
+             re.findall(r'`(\w+)` \((iiwa14|panda|ur5e|xarm7)\)', text)}
+    launchable = re.search(r'`robot:=` takes ([\w, ]+) or (\w+);', text)
+    robots = launchable.group(1).split(', ') + [launchable.group(2)]
+    assert named == base_links() and sorted(robots) == sorted(named), (named, robots)
+    pub = next(shlex.split(cmd) for sec, cmd in readme_commands()
+               if sec == DISTRO and cmd.startswith('ros2 topic pub'))
+    pose = yaml.safe_load(pub[6])['pose']
+    target = np.eye(4)
+    target[:3, :3] = quaternion_to_matrix([pose['orientation'][k] for k in 'xyzw'])
+    target[:3, 3] = [pose['position'][k] for k in 'xyz']
+    for robot, frame in named.items():
+        chain = chain_from_urdf_file(bundled_urdf(f'{robot}.urdf'), frame, 'tool0')
+        solver = make_solver(chain)
+        rng = np.random.default_rng(0)
+        seeds = [chain.mid_limits()] + [rng.uniform(chain.lower, chain.upper) for _ in range(20)]
+        reached = [solver.solve(target, q) for q in seeds]
+        best = min(reached, key=lambda r: r.position_error)
+        assert best.success, (robot, best.position_error)
+        # An independent check of the solution: forward kinematics reaches the pose.
+        np.testing.assert_allclose(chain.forward(best.q)[:3, 3], target[:3, 3], atol=1e-4)
 
 
 def test_real_arm_line_names_the_node_and_the_bundled_parameter_file():
