@@ -38,6 +38,7 @@ import time
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import KIB_PER_MIB, MonitoredNode, Q_START
 from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.core.warm import die_with_parent
 from ik_node.ros.process import free_domain
 import numpy as np
 
@@ -58,7 +59,8 @@ def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10
              '--seconds', str(seconds), '--center', *(f'{v:.9f}' for v in start_pose[:3, 3]),
              '--quaternion', *(f'{v:.12f}' for v in matrix_to_quaternion(start_pose[:3, :3])),
              *(['--twist'] if twist else [])],
-            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE, text=True)
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE, text=True,
+            preexec_fn=die_with_parent)
         try:
             mon.watch(seconds + 30.0, every_s=0.25, until=lambda: flooder.poll() is not None)
             out, _ = flooder.communicate(timeout=10.0)

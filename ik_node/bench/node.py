@@ -46,6 +46,7 @@ from ik_node.bench import relay
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.session import BASE, iiwa_arguments, Q_START, TIP
 from ik_node.core.chain import Chain
+from ik_node.core.warm import die_with_parent
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import free_domain, NodeProcess
 from ik_node.urdf import bundled_urdf
@@ -61,7 +62,7 @@ class Relay:
         """Start the relay on ``domain``; subscribe with ``client`` (an rclpy node)."""
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.bench.relay', '--rate', str(rate_hz)],
-            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)))
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), preexec_fn=die_with_parent)
         self.received, self.kinds = [], []
         qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)

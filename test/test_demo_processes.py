@@ -1,0 +1,109 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""ik_demo leaves no process behind, whichever of its processes dies during the node's start.
+
+Every process of a run carries a marker in its environment (inherited by
+the node and the node's compiling child); after the run, /proc must hold
+none. A CI machine once kept two orphaned nodes busy for an hour after
+``ik_demo: the node did not start within 30 s``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from ros_helpers import unique_domain_id
+
+pytestmark = pytest.mark.integration
+
+
+def marked(mark: str) -> list:
+    """Return the PIDs of the processes whose environment holds IK_TEST_MARK=mark."""
+    needle = f'IK_TEST_MARK={mark}'.encode()
+    found = []
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/environ', 'rb') as environ:
+                    if needle in environ.read().split(b'\0'):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def children(pid: int) -> list:
+    """Return the PIDs of the direct children of ``pid`` (Linux /proc)."""
+    found = []
+    for task in os.listdir(f'/proc/{pid}/task'):
+        with open(f'/proc/{pid}/task/{task}/children') as listing:
+            found += [int(p) for p in listing.read().split()]
+    return found
+
+
+def start_demo(mark: str):
+    """Start ik_demo with the marker; return it and its node process once that exists."""
+    env = dict(os.environ, IK_TEST_MARK=mark)
+    demo = subprocess.Popen([sys.executable, '-m', 'ik_node.ros.demo', '--domain',
+                             str(unique_domain_id()), '--duration', '1'], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + 60.0
+    while time.monotonic() < end and demo.poll() is None:
+        nodes = children(demo.pid)
+        if nodes:
+            return demo, nodes[0]
+        time.sleep(0.01)
+    demo.kill()
+    pytest.fail('ik_demo started no node process')
+
+
+def wait_none_left(mark: str, timeout_s: float = 30.0) -> list:
+    """Wait (bounded) until no marked process is left; return the ones still there."""
+    end = time.monotonic() + timeout_s
+    while marked(mark) and time.monotonic() < end:
+        time.sleep(0.05)
+    return marked(mark)
+
+
+@pytest.mark.parametrize('delay_s', [0.0, 0.6])
+def test_the_node_killed_during_its_start_ends_the_demo_with_the_reason(delay_s):
+    mark = uuid.uuid4().hex
+    demo, node = start_demo(mark)
+    try:
+        time.sleep(delay_s)
+        os.kill(node, signal.SIGKILL)
+        out, _ = demo.communicate(timeout=120)
+        assert demo.returncode == 1, out
+        assert 'ik_demo: the node exited with code -9 before it started' in out, out
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        left = wait_none_left(mark)
+    assert left == [], left
+
+
+@pytest.mark.parametrize('delay_s', [0.0, 0.6, 2.0])
+def test_the_demo_killed_during_the_nodes_start_takes_the_node_down(delay_s):
+    mark = uuid.uuid4().hex
+    demo, node = start_demo(mark)
+    time.sleep(delay_s)
+    demo.kill()      # no finally of the demo runs: the kernel tells the node
+    demo.wait()
+    assert wait_none_left(mark) == []
