@@ -15,6 +15,7 @@
 """The ik_node executable over real DDS: a subprocess on its own domain, a test client."""
 
 import contextlib
+import hashlib
 import os
 from pathlib import Path
 import signal
@@ -51,8 +52,8 @@ class NodeUnderTest:
     """The node as a subprocess and a client node on a fresh ROS domain."""
 
     def __init__(self, params, namespace=None, extra_args=(), joint_topic=None, domain=None,
-                 env=None):
-        """Start the node with ``params`` (and a namespace, extra environment); make the client."""
+                 env=None, cwd=None):
+        """Start the node with ``params`` (namespace, extra environment, folder); a client."""
         self.domain = unique_domain_id() if domain is None else domain
         env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), PYTHONUNBUFFERED='1',
                    **(env or {}))
@@ -62,7 +63,7 @@ class NodeUnderTest:
         if namespace:
             args += ['-r', f'__ns:={namespace}']
         args += list(extra_args)
-        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, cwd=cwd,
                                      stderr=subprocess.STDOUT, text=True)
         self.drain = OutputDrain(self.proc.stdout)
         self.prefix = f'{namespace}/ik_node' if namespace else '/ik_node'
@@ -383,6 +384,57 @@ def test_without_numba_the_node_says_so_once_and_still_reaches_targets(name, wit
     assert log.count('IK backend: numpy') == 1, log
     assert 'numba cannot be imported: numba is hidden by this test' in log
     assert 'IK backend: numba' not in log
+
+
+def read_only_copy(destination: Path) -> Path:
+    """Copy the ik_node package under ``destination`` and make it read-only; return its folder."""
+    import shutil
+    package = destination / 'ik_node'
+    shutil.copytree(Path(__file__).resolve().parents[1] / 'ik_node', package,
+                    ignore=shutil.ignore_patterns('__pycache__'))
+    for folder, _, files in os.walk(package):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+    return package
+
+
+@pytest.mark.slow
+def test_a_first_start_from_a_read_only_install_serves_while_it_compiles(tmp_path):
+    """Issue 22: a cold start compiled a minute before its first joint_states, in the install.
+
+    The package is a read-only copy and numba's cache is empty: the node must
+    publish on the numpy reference at once, compile in the background into
+    the user's cache directory (XDG_CACHE_HOME), then switch to numba and
+    still reach targets.
+    """
+    site = tmp_path / 'site'
+    package = read_only_copy(site)
+    cache = tmp_path / 'cache'
+    path, base, tip = ARMS['iiwa14']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    env = {'PYTHONPATH': os.pathsep.join(filter(None, [str(site),
+                                                       os.environ.get('PYTHONPATH')])),
+           'XDG_CACHE_HOME': str(cache), 'NUMBA_CACHE_DIR': ''}
+    # Run from tmp_path: `python -m` puts the working folder first on sys.path.
+    node = NodeUnderTest(model_params('iiwa14'), env=env, cwd=tmp_path)
+    try:
+        node.ready(120.0)
+        assert 'solver analytic (numpy)' in node.drain.text()   # served before the kernels
+        assert node.wait(lambda: node.diagnostic('backend') == 'numba', 600.0), node.output()
+        assert node.reaches(chain, chain.mid_limits() + 0.2, 60.0), node.joints[-1]
+    finally:
+        code = node.stop()
+        for folder, _, _ in os.walk(tmp_path):
+            os.chmod(folder, 0o755)   # so that pytest can remove it
+    assert code == 0
+    log = node.output()
+    assert 'numba kernels ready after' in log and 'Traceback' not in log, log
+    # The machine code is in the user's cache, under the folder numba names
+    # after the copy's sources (so the node ran the copy).
+    digest = hashlib.sha1(str(package / 'core').encode()).hexdigest()
+    assert list((cache / 'ik_node' / 'numba' / f'core_{digest}').glob('*.nbi'))
+    assert not list(package.rglob('*.nbi'))
 
 
 def test_a_near_srs_description_gets_the_analytic_solver_and_says_so(tmp_path):
