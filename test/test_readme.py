@@ -27,7 +27,9 @@ import os
 from pathlib import Path
 import re
 import shlex
+import signal
 import subprocess
+import time
 
 from ik_node.bench.cli import build_parser
 import pytest
@@ -155,13 +157,86 @@ def test_distro_path_colcon_lines_run_as_written(tmp_path):
     # No `set -u`: colcon's setup.bash reads unset variables, as a user's shell allows.
     script = '\n'.join(['set -eo pipefail', f'source {ROOT}/scripts/env.sh', *runnable,
                         'python -c "from ament_index_python.packages import '
-                        "get_package_share_directory as g; print(g('ik_node'))\""])
+                        "get_package_share_directory as g; print(g('ik_node'))\"",
+                        f'env -0 > {tmp_path / "env.bin"}'])
     env = clean_env(COLCON_HOME=str(ws / '.colcon'))
     result = run_bash(script, env, ws, 600)
     assert result.returncode == 0, result.stdout + result.stderr
     share = ws / 'install' / 'ik_node' / 'share' / 'ik_node'
     assert result.stdout.strip().splitlines()[-1] == str(share)
-    assert os.access(ws / 'install' / 'ik_node' / 'lib' / 'ik_node' / 'ik_node', os.X_OK)
+    executable = ws / 'install' / 'ik_node' / 'lib' / 'ik_node' / 'ik_node'
+    assert os.access(executable, os.X_OK)
+    installed = dict(item.split('=', 1) for item in
+                     (tmp_path / 'env.bin').read_text().split('\0') if '=' in item)
+    run_installed_node_to_the_readme_target(executable, share, installed)
+
+
+def run_installed_node_to_the_readme_target(executable, share, env):
+    """Run the ros2-free equivalent of the launch and `ros2 topic pub` lines (install space).
+
+    Starts the installed executable (what `ros2 run` / launch_ros start) with
+    the installed iiwa14 parameter file, publishes the README's target
+    message and checks that the arm's tip reaches it (the tests' FK), then
+    that SIGINT stops it with exit code 0.
+    """
+    import numpy as np
+    from ik_node.core.chain import Chain
+    from ik_node.ros.conversions import pose_msg
+    from ik_node.core.rotations import quaternion_to_matrix
+    from oracle import forward
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    pub = next(shlex.split(cmd) for sec, cmd in readme_commands()
+               if sec == DISTRO and cmd.startswith('ros2 topic pub'))
+    message = yaml.safe_load(pub[6])
+    position = [message['pose']['position'][k] for k in 'xyz']
+    quaternion = [message['pose']['orientation'][k] for k in 'xyzw']
+    urdf = share / 'urdf' / 'iiwa14.urdf'
+    chain = Chain.from_urdf_file(str(urdf), message['header']['frame_id'], 'tool0')
+    domain = unique_domain_id()
+    proc = subprocess.Popen([str(executable), '--ros-args', '--params-file',
+                             str(share / 'config' / 'iiwa14.yaml'), '-p', f'urdf_path:={urdf}'],
+                            env=dict(env, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    context = Context()
+    rclpy.init(context=context, domain_id=domain)
+    try:
+        client = rclpy.create_node('readme_client', context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(client)
+        joints = []
+        client.create_subscription(JointState, 'joint_states', joints.append, 10)
+        target_pub = client.create_publisher(PoseStamped, pub[4], 10)
+        end = time.monotonic() + 120.0
+        while (not joints or target_pub.get_subscription_count() == 0) and \
+                time.monotonic() < end and proc.poll() is None:
+            executor.spin_once(timeout_sec=0.05)
+        msg = PoseStamped(pose=pose_msg(position, quaternion))
+        msg.header.frame_id = message['header']['frame_id']
+        target_pub.publish(msg)
+
+        def tip_error():
+            tip = forward(chain, np.array(joints[-1].position))
+            return max(np.linalg.norm(tip[:3, 3] - position) / 1e-4, np.linalg.norm(
+                tip[:3, :3] - quaternion_to_matrix(quaternion)) / 1e-3)
+        end = time.monotonic() + 60.0
+        while (not joints or tip_error() > 1.0) and time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.05)
+        reached = bool(joints) and tip_error() <= 1.0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out = proc.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0]
+        rclpy.shutdown(context=context)
+    assert reached, out
+    assert proc.returncode == 0, out
 
 
 def test_distro_only_lines_name_what_the_package_provides():
