@@ -36,5 +36,27 @@ def pytest_configure(config):
                                        '(the fast tier is -m "not integration and not slow")')
     config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '
                                        'tests, builds, soak and flood runs)')
+    config.addinivalue_line('markers', 'timely: asserts what forward_position_controller writes '
+                                       'while the node ticks on time (position_array: a node '
+                                       'that stalls cannot be covered; skipped with '
+                                       'IK_NODE_BUSY_MACHINE=1)')
     for marker in ('linter', 'flake8', 'pep257', 'xmllint'):
         config.addinivalue_line('markers', f'{marker}: ament {marker} check')
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the 'timely' tests on a machine CI keeps busy on purpose (IK_NODE_BUSY_MACHINE=1).
+
+    forward_position_controller holds the last array it got: when the node
+    stalls (a CPU starved by other processes), the arm stops as hard as its
+    servo can and no node can prevent it (README, "position_array and a
+    stalled node"). Every other guarantee is asserted on a busy machine too.
+    """
+    if os.environ.get('IK_NODE_BUSY_MACHINE') != '1':
+        return
+    import pytest
+    skip = pytest.mark.skip(reason='position_array on a busy machine: the forward controller '
+                                   'holds the last array while the node stalls')
+    for item in items:
+        if 'timely' in item.keywords:
+            item.add_marker(skip)

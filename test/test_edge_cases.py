@@ -244,3 +244,39 @@ def test_a_target_reported_reachable_is_arrived_at_when_later_solves_miss(smooth
     assert solver.calls > 100        # every later solve missed
     pos, ang = pose_errors(chain, tracker.q, target)
     assert pos <= 1e-6 and ang <= 1e-6, (pos, ang)
+
+
+def test_an_arm_stuck_at_a_singular_fold_heads_for_the_known_solution_at_once(monkeypatch):
+    """Seen under load: 0.9 m from a target reported reachable, the arm stood still for 1 s.
+
+    Folded where an unreachable target left it, the damped local steps made
+    no progress (stuck) and the solver's solves ran out of budget, so the
+    arm held while the trajectory ran on, until its end. Stand-ins for both:
+    local steps that are stuck, a solver that misses after the check. The
+    arm must move from the first tick of the trajectory and arrive.
+    """
+    import ik_node.core.tracker as tracker_module
+    path, base, tip = ARMS['iiwa14']
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    home = np.array(SETUPS['iiwa14'][0])
+    start = home + np.array([0.4, -0.3, 0.3, 0.5, -0.4, 0.3, 0.5])
+
+    def stuck(chain, q, pose, iterations):
+        return np.array(q, dtype=float), 1.0, False   # no progress at all
+    monkeypatch.setattr(tracker_module, 'follow', stuck)
+    solver = _SolverThatMissesAfterTheCheck(make_solver(chain, 'jacobian'))
+    tracker = MotionTracker(chain, solver, TrackerConfig(), start, 0.0)
+    target = chain.forward(home)
+    tracker.add_target(0.0, target)
+    assert tracker.check_reachability().success
+    t, qs = 0.0, [start]
+    for _ in range(1500):
+        t += 0.01
+        qs.append(tracker.command(t).q.copy())
+    qs = np.array(qs)
+    moving = np.any(np.diff(qs, axis=0) != 0.0, axis=1)
+    arrived = next(k for k in range(len(qs)) if pose_errors(chain, qs[k], target)[0] <= 1e-6)
+    first_trajectory_move = next(k for k in range(1, 1500) if np.linalg.norm(
+        tracker.trajectory.sample(0.01 * k).position - chain.forward(start)[:3, 3]) > 1e-9)
+    assert np.all(moving[first_trajectory_move:arrived - 1]), \
+        np.flatnonzero(~moving[first_trajectory_move:arrived - 1])[:5]

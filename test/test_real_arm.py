@@ -273,6 +273,7 @@ def test_stale_feedback_holds_the_commands_and_fresh_feedback_resumes_them():
         assert loop.stop() == 0
 
 
+@pytest.mark.timely
 def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
     """Issue 21, defect 3: with no state the node sent nothing; the controller held (a hard stop).
 
@@ -425,7 +426,8 @@ def divided_accelerations(samples):
     return 2.0 * np.diff(v, axis=0) / (t[2:] - t[:-2])[:, None]
 
 
-@pytest.mark.parametrize('output', ['joint_trajectory', 'position_array'])
+@pytest.mark.parametrize('output', ['joint_trajectory',
+                                    pytest.param('position_array', marks=pytest.mark.timely)])
 def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
     """SIGINT mid-motion: the arm brakes along the plan's tail to rest, the node exits 0.
 

@@ -830,7 +830,7 @@ class MotionTracker:
                 return q
             res = self._solve(pose, reference, more=True)
             if not res.success:
-                return q
+                return self._known_goal_if_stuck(q, left)
             if left >= STUCK or self._near(res.q, reference, dt):
                 return self._closer_this_step(pose, reference, dt, q, res.q)
             return q
@@ -838,6 +838,23 @@ class MotionTracker:
         if res.success and self._near(res.q, reference, dt):
             return res.q
         return self._follow(pose, reference, more=True)[0]
+
+    def _known_goal_if_stuck(self, q: FloatArray, left: float) -> FloatArray:
+        """Return the local steps' q (n,), or the newest target's solution when they are stuck.
+
+        Folded at a singular configuration (where an unreachable target left
+        it), neither the damped steps (``left`` >= STUCK) nor a solve within
+        the budget may move the arm toward the trajectory's first poses: it
+        held still while the trajectory went on, 0.5 s idle and over a second
+        on a busy machine. When the newest target is known reachable, the arm
+        heads for its solution in joint space until the local steps move it
+        again: it must not halt on its way to a target it can reach.
+        """
+        known = self.target_result
+        if left >= STUCK and self.mode == 'trajectory' and known is not None and \
+                known.success and not self._target_unchecked:
+            return known.q
+        return q
 
     def _closer_this_step(self, pose: FloatArray, reference: FloatArray, dt: float,
                           *goals: FloatArray) -> FloatArray:

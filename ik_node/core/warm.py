@@ -100,7 +100,8 @@ class KernelCompile:
 
     Attributes:
         started: time.monotonic() at the start, s.
-        seconds: how long it took (None while it runs).
+        child_seconds: how long the child took (None while it runs).
+        seconds: how long it took in all (None while it runs).
         error: the exception it raised, if any.
 
     """
@@ -111,6 +112,7 @@ class KernelCompile:
         self.key = key
         self.started = time.monotonic()
         self.seconds: Optional[float] = None
+        self.child_seconds: Optional[float] = None
         self.error: Optional[BaseException] = None
         self._cancelled = False
         self._thread: Optional[threading.Thread] = None
@@ -132,6 +134,7 @@ class KernelCompile:
         try:
             if err is None:
                 err = self._child.communicate()[1]
+            self.child_seconds = time.monotonic() - self.started
             if self._child.returncode != 0 and not self._cancelled:
                 lines = err.decode(errors='replace').strip().splitlines() or ['no message']
                 raise RuntimeError(f'the compiling process exited with code '

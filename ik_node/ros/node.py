@@ -490,7 +490,9 @@ class IKNode(Node):
                                       'numpy reference goes on (correct, slower per solve)')
             return
         self._warm.add(job.key)
-        self.get_logger().info(f'numba kernels ready after {job.seconds:.1f} s')
+        self.get_logger().info(f'numba kernels ready after {job.seconds:.1f} s (compiled or '
+                               f'loaded by a child process in {job.child_seconds:.1f} s, '
+                               'then loaded here)')
         tracker = self.tracker
         if tracker is None:
             return
