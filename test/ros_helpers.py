@@ -15,6 +15,7 @@
 
 """Helpers for tests that use DDS: one ROS domain per test, bounded waits, checks."""
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -136,3 +137,28 @@ def check_joint_stream(chain, messages, accel=None):
         change = np.abs(np.diff(v, axis=0))[moving]
         assert np.all(change <= np.asarray(accel) * dt * (1 + 1e-6) + rounding), \
             float(np.max(change / (np.asarray(accel) * dt)))
+
+
+@contextlib.contextmanager
+def client_node(domain: int, name: str):
+    """Yield (node, executor): an rclpy node on ``domain`` in a context of its own.
+
+    The executor, the node and the context are shut down on the way out,
+    whatever happened.
+    """
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    context = Context()
+    rclpy.init(context=context, domain_id=domain)
+    try:
+        node = rclpy.create_node(name, context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        try:
+            yield node, executor
+        finally:
+            executor.shutdown(timeout_sec=1.0)
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

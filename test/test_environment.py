@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from ros_helpers import unique_domain_id, wait_until
+from ros_helpers import client_node, unique_domain_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,17 +59,9 @@ def test_env_script_keeps_dds_on_loopback_and_logs_in_the_checkout(tmp_path):
 
 @pytest.mark.integration
 def test_joint_state_round_trip_over_dds_loopback():
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    try:
-        node = rclpy.create_node('environment_probe', context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
+    with client_node(unique_domain_id(), 'environment_probe') as (node, executor):
         received = []
         node.create_subscription(JointState, 'probe', received.append, 10)
         publisher = node.create_publisher(JointState, 'probe', 10)
@@ -83,7 +75,3 @@ def test_joint_state_round_trip_over_dds_loopback():
             'no JointState came back over DDS loopback within 10 s'
         assert list(received[0].name) == ['a', 'b']
         assert list(received[0].position) == [0.25, -1.5]
-        executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)

@@ -33,7 +33,7 @@ import time
 
 from ik_node.bench.cli import build_parser
 import pytest
-from ros_helpers import unique_domain_id
+from ros_helpers import client_node, unique_domain_id
 from test_packaging import copy_sources
 import yaml
 
@@ -186,9 +186,6 @@ def run_installed_node_to_the_readme_target(executable, share, env):
     from oracle import forward
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import JointState
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
     pub = next(shlex.split(cmd) for sec, cmd in readme_commands()
                if sec == DISTRO and cmd.startswith('ros2 topic pub'))
     message = yaml.safe_load(pub[6])
@@ -201,31 +198,27 @@ def run_installed_node_to_the_readme_target(executable, share, env):
                              str(share / 'config' / 'iiwa14.yaml'), '-p', f'urdf_path:={urdf}'],
                             env=dict(env, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    context = Context()
-    rclpy.init(context=context, domain_id=domain)
     try:
-        client = rclpy.create_node('readme_client', context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(client)
-        joints = []
-        client.create_subscription(JointState, 'joint_states', joints.append, 10)
-        target_pub = client.create_publisher(PoseStamped, pub[4], 10)
-        end = time.monotonic() + 120.0
-        while (not joints or target_pub.get_subscription_count() == 0) and \
-                time.monotonic() < end and proc.poll() is None:
-            executor.spin_once(timeout_sec=0.05)
-        msg = PoseStamped(pose=pose_msg(position, quaternion))
-        msg.header.frame_id = message['header']['frame_id']
-        target_pub.publish(msg)
+        with client_node(domain, 'readme_client') as (client, executor):
+            joints = []
+            client.create_subscription(JointState, 'joint_states', joints.append, 10)
+            target_pub = client.create_publisher(PoseStamped, pub[4], 10)
+            end = time.monotonic() + 120.0
+            while (not joints or target_pub.get_subscription_count() == 0) and \
+                    time.monotonic() < end and proc.poll() is None:
+                executor.spin_once(timeout_sec=0.05)
+            msg = PoseStamped(pose=pose_msg(position, quaternion))
+            msg.header.frame_id = message['header']['frame_id']
+            target_pub.publish(msg)
 
-        def tip_error():
-            tip = forward(chain, np.array(joints[-1].position))
-            return max(np.linalg.norm(tip[:3, 3] - position) / 1e-4, np.linalg.norm(
-                tip[:3, :3] - quaternion_to_matrix(quaternion)) / 1e-3)
-        end = time.monotonic() + 60.0
-        while (not joints or tip_error() > 1.0) and time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.05)
-        reached = bool(joints) and tip_error() <= 1.0
+            def tip_error():
+                tip = forward(chain, np.array(joints[-1].position))
+                return max(np.linalg.norm(tip[:3, 3] - position) / 1e-4, np.linalg.norm(
+                    tip[:3, :3] - quaternion_to_matrix(quaternion)) / 1e-3)
+            end = time.monotonic() + 60.0
+            while (not joints or tip_error() > 1.0) and time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.05)
+            reached = bool(joints) and tip_error() <= 1.0
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -234,7 +227,6 @@ def run_installed_node_to_the_readme_target(executable, share, env):
         except subprocess.TimeoutExpired:
             proc.kill()
             out = proc.communicate()[0]
-        rclpy.shutdown(context=context)
     assert reached, out
     assert proc.returncode == 0, out
 
