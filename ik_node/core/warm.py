@@ -120,10 +120,13 @@ class KernelCompile:
         self._child = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.core.warm'], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        data = pickle.dumps(args)
         try:
-            err = self._child.communicate(pickle.dumps(args), timeout=wait_s)[1]
+            err = self._child.communicate(data, timeout=wait_s)[1]
         except subprocess.TimeoutExpired:
-            self._thread = threading.Thread(target=self._finish, args=(None, args), daemon=True,
+            # The thread gets its own copy of the model: nothing shared with the ticks.
+            self._thread = threading.Thread(target=self._finish, daemon=True,
+                                            args=(None, pickle.loads(data)),
                                             name='ik_node-compile')
             self._thread.start()
             return

@@ -91,7 +91,7 @@ STOP_TAIL_MAX_S = 5.0
 COMPILE_PROGRESS_S = 5.0
 # How long start-up waits for the kernels (a warm cache loads in ~0.7 s):
 # longer, the node starts on the numpy reference and switches later.
-STARTUP_COMPILE_WAIT_S = 2.0
+STARTUP_COMPILE_WAIT_S = 5.0
 # Python's GIL switch interval while kernels load in a thread beside the ticks, s.
 COMPILE_SWITCH_INTERVAL_S = 0.0005
 DIAGNOSTICS_HZ = 2.0
@@ -455,8 +455,8 @@ class IKNode(Node):
         switches when they are (_switch_when_compiled). Raises ModelError
         like make_solver.
         """
-        if not self._numba:
-            return make_solver(chain, name)
+        if not self._numba:   # numba missing (auto is numpy) or its compile failed
+            return make_solver(chain, name, backend='numpy')
         reference = make_solver(chain, name, backend='numpy')
         key = kernel_key(reference, chain)
         if key in self._warm:
@@ -469,17 +469,40 @@ class IKNode(Node):
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(COMPILE_SWITCH_INTERVAL_S)
             if job.done:
-                self._switch_when_compiled()
+                self._collect_compile()
                 if key in self._warm:
                     return make_solver(chain, name)
         return reference
 
     def _tracker_backend(self) -> str:
         """Backend of the tracker's limiting step: numba once any compile is done."""
-        return 'auto' if self._warm or not self._numba else 'numpy'
+        return 'auto' if self._warm else 'numpy'
 
     def _switch_when_compiled(self) -> None:
-        """Log progress of a background compile; when done, move the tracker to numba."""
+        """Log a background compile's progress; with kernels ready, switch to numba at rest.
+
+        The switch waits until the arm is at rest (every joint's velocity
+        zero): a motion runs on one backend from its start to its end.
+        """
+        self._collect_compile()
+        tracker = self.tracker
+        if tracker is None or not self._warm or np.any(tracker.v != 0.0):
+            return
+        if tracker.backend == 'numpy':
+            tracker.set_backend('auto')
+        if tracker.solver.backend != 'numpy':
+            return
+        if kernel_key(tracker.solver, self.chain) not in self._warm:
+            if self.compiling is None and self._numba:   # kernels of another solver class
+                self._ready_solver(self.chain, self.get_parameter('solver').value, tracker.q)
+            return
+        solver = make_solver(self.chain, self.get_parameter('solver').value)
+        solver.warm_up(tracker.q)
+        tracker.set_solver(solver)
+        self.get_logger().info(f'solver {solver.name}: numba from now on')
+
+    def _collect_compile(self) -> None:
+        """Log a running compile every COMPILE_PROGRESS_S; take in the result of a finished one."""
         job = self.compiling
         if job is None:
             return
@@ -499,18 +522,7 @@ class IKNode(Node):
         self._warm.add(job.key)
         self.get_logger().info(f'numba kernels ready after {job.seconds:.1f} s (compiled or '
                                f'loaded by a child process in {job.child_seconds:.1f} s, '
-                               'then loaded here)')
-        tracker = self.tracker
-        if tracker is None:
-            return
-        tracker.set_backend(self._tracker_backend())
-        if tracker.solver.backend == 'numpy':
-            name = self.get_parameter('solver').value
-            solver = self._ready_solver(self.chain, name, tracker.q)  # another compile if needed
-            if solver.backend != 'numpy':
-                solver.warm_up(tracker.q)
-                tracker.set_solver(solver)
-                self.get_logger().info(f'solver {solver.name}: numba from now on')
+                               'then loaded here); the switch waits for the arm at rest')
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
