@@ -253,7 +253,7 @@ def test_an_arm_stuck_at_a_singular_fold_heads_for_the_known_solution_at_once(mo
     no progress (stuck) and the solver's solves ran out of budget, so the
     arm held while the trajectory ran on, until its end. Stand-ins for both:
     local steps that are stuck, a solver that misses after the check. The
-    arm must move from the first tick of the trajectory and arrive.
+    arm must move from STUCK_HOLD_S after the trajectory's start on, and arrive.
     """
     import ik_node.core.tracker as tracker_module
     path, base, tip = ARMS['iiwa14']
@@ -278,5 +278,6 @@ def test_an_arm_stuck_at_a_singular_fold_heads_for_the_known_solution_at_once(mo
     arrived = next(k for k in range(len(qs)) if pose_errors(chain, qs[k], target)[0] <= 1e-6)
     first_trajectory_move = next(k for k in range(1, 1500) if np.linalg.norm(
         tracker.trajectory.sample(0.01 * k).position - chain.forward(start)[:3, 3]) > 1e-9)
-    assert np.all(moving[first_trajectory_move:arrived - 1]), \
-        np.flatnonzero(~moving[first_trajectory_move:arrived - 1])[:5]
+    held = int(round(tracker_module.STUCK_HOLD_S / 0.01))
+    assert np.all(moving[first_trajectory_move + held:arrived - 1]), \
+        np.flatnonzero(~moving[first_trajectory_move + held:arrived - 1])[:5]

@@ -28,6 +28,7 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
+from ik_node.core.backend import compiled_status
 from ik_node.core.chain import Chain
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
 from ik_node.core.tracker import TrackerConfig
@@ -114,14 +115,19 @@ class Demo(NodeProcess):
 
 
 def wait_for_node(demo, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
-    """Spin until the node publishes joint_states and hears targets; say why not.
+    """Spin until the node publishes joint_states, hears targets and runs its usual backend.
 
+    With numba installed the demo waits for the compiled kernels (diagnostics
+    ``backend``): on its first start the node serves on the numpy reference
+    while it compiles them, and the demo shows the node as it then runs.
     Prints progress every PROGRESS_S seconds. False when the node exited
     first or did not start within ``timeout_s``.
     """
+    want = compiled_status()[0]
     start = time.monotonic()
     note = start + PROGRESS_S
-    while not demo.joints or demo.pub.get_subscription_count() == 0:
+    while not demo.joints or demo.pub.get_subscription_count() == 0 or \
+            demo.status.get('backend') != want:
         now = time.monotonic()
         if demo.proc.poll() is not None:
             print(f'ik_demo: the node exited with code {demo.proc.returncode} before it started')
@@ -131,7 +137,9 @@ def wait_for_node(demo, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
             return False
         if now >= note:
             note += PROGRESS_S
-            print(f'waiting for the node to start: {now - start:.0f} s')
+            print(f'waiting for the node to start: {now - start:.0f} s' if not demo.joints else
+                  f'waiting for the node to compile its kernels (its first start): '
+                  f'{now - start:.0f} s')
         demo.spin(0.05)
     return True
 
