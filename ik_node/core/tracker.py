@@ -86,11 +86,6 @@ LOCAL_ITERATIONS = 3
 # The local steps are stuck when they leave at least this fraction of the
 # squared error: a solution found by the solver is then followed, even far.
 STUCK = 0.99
-# Seconds of trajectory the arm may stay stuck (local steps without progress,
-# the solver missing) before it heads for the newest target's known solution,
-# s. Shorter holds pass by themselves, and the known solution can be another
-# branch (the arm would come back in another posture: the demo saw 2.7 rad).
-STUCK_HOLD_S = 0.5
 
 # Teleoperation: the integrated twist target may lead the arm (the commanded
 # pose) by at most what the commanded twist covers in this long, and at least
@@ -258,7 +253,6 @@ class MotionTracker:
         self._stop_first = False   # brake to rest before going on (the clock went back)
         self._posture = self._posture_of(self.config)
         self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
-        self._stuck_s = 0.0   # trajectory seconds stuck in a row (_known_goal_if_stuck)
         self.reach = chain.reach_bound()
         self.stats = SolveStats()
         self.pole: Optional[FloatArray] = None
@@ -830,14 +824,13 @@ class MotionTracker:
         pole the solver goes first (the pole sets its swivel angle), the
         local steps only when its answer is far.
         """
-        stuck_s, self._stuck_s = self._stuck_s, 0.0
         if self.pole is None:
             q, left = self._follow(pose, reference, more=False)
             if left == 0.0:
                 return q
             res = self._solve(pose, reference, more=True)
             if not res.success:
-                return self._known_goal_if_stuck(q, left, stuck_s + dt)
+                return q
             if left >= STUCK or self._near(res.q, reference, dt):
                 return self._closer_this_step(pose, reference, dt, q, res.q)
             return q
@@ -845,25 +838,6 @@ class MotionTracker:
         if res.success and self._near(res.q, reference, dt):
             return res.q
         return self._follow(pose, reference, more=True)[0]
-
-    def _known_goal_if_stuck(self, q: FloatArray, left: float, stuck_s: float) -> FloatArray:
-        """Return the local steps' q (n,), or the newest target's solution when stuck too long.
-
-        Folded at a singular configuration (where an unreachable target left
-        it), neither the damped steps (``left`` >= STUCK) nor a solve within
-        the budget may move the arm toward the trajectory's poses: it held
-        still while the trajectory went on, over a second on a busy machine.
-        After STUCK_HOLD_S of that (``stuck_s``: this tick included), when the
-        newest target is known reachable, the arm heads for its solution in
-        joint space until the local steps move it again: it must not halt on
-        its way to a target it can reach.
-        """
-        known = self.target_result
-        if left < STUCK or self.mode != 'trajectory' or known is None or \
-                not known.success or self._target_unchecked:
-            return q
-        self._stuck_s = stuck_s
-        return known.q if stuck_s >= STUCK_HOLD_S else q
 
     def _closer_this_step(self, pose: FloatArray, reference: FloatArray, dt: float,
                           *goals: FloatArray) -> FloatArray:
