@@ -36,10 +36,10 @@ def pytest_configure(config):
                                        '(the fast tier is -m "not integration and not slow")')
     config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '
                                        'tests, builds, soak and flood runs)')
-    config.addinivalue_line('markers', 'timely: asserts what forward_position_controller writes '
-                                       'while the node ticks on time (position_array: a node '
-                                       'that stalls cannot be covered; skipped with '
-                                       'IK_NODE_BUSY_MACHINE=1)')
+    config.addinivalue_line('markers', 'timely: asserts what needs the node on time (a forward '
+                                       "controller's braking tail; every message within "
+                                       'command_latency_budget); skipped with '
+                                       'IK_NODE_BUSY_MACHINE=1')
     for marker in ('linter', 'flake8', 'pep257', 'xmllint'):
         config.addinivalue_line('markers', f'{marker}: ament {marker} check')
 
@@ -49,14 +49,17 @@ def pytest_collection_modifyitems(config, items):
 
     forward_position_controller holds the last array it got: when the node
     stalls (a CPU starved by other processes), the arm stops as hard as its
-    servo can and no node can prevent it (README, "position_array and a
-    stalled node"). Every other guarantee is asserted on a busy machine too.
+    servo can and no node can prevent it; joint_trajectory_controller refuses
+    a message that arrives after its end, i.e. later than the configured
+    command_latency_budget. Every other guarantee is asserted on a busy
+    machine too.
     """
     if os.environ.get('IK_NODE_BUSY_MACHINE') != '1':
         return
     import pytest
-    skip = pytest.mark.skip(reason='position_array on a busy machine: the forward controller '
-                                   'holds the last array while the node stalls')
+    skip = pytest.mark.skip(reason='needs the node on time: on a busy machine a forward '
+                                   'controller holds while the node stalls, and messages '
+                                   'arrive later than command_latency_budget')
     for item in items:
         if 'timely' in item.keywords:
             item.add_marker(skip)
