@@ -88,12 +88,14 @@ def edge_cases(chain, home, wrist, limit, roll):
 def settle(node, chain, target, timeout_s=30.0, still_s=STILL_S):
     """Wait until the arm is at the target, or has stopped moving for ``still_s``."""
     def arrived_or_still():
-        if len(node.joints) < still_s * PUBLISH_RATE:
+        if len(node.joints) < PUBLISH_RATE:
             return False
         q = np.array(node.joints[-1].position)
         pos, ang = pose_errors(chain, q, target)
         if pos <= 1e-4 and ang <= 1e-3:
             return True
+        if len(node.joints) < still_s * PUBLISH_RATE:
+            return False
         recent = np.array([m.position for m in node.joints[-int(still_s * PUBLISH_RATE):]])
         return float(np.ptp(recent, axis=0).max()) <= 1e-9
     return node.wait(arrived_or_still, timeout_s)

@@ -173,6 +173,7 @@ class IKNode(Node):
         self._warm: set = set()   # kernel_key()s compiled in this process
         self.compiling: Optional[KernelCompile] = None
         self._progress_at = 0.0
+        self._switch_interval = sys.getswitchinterval()   # restored after a compile
         self._log_backend()
         # publish_rate is fixed at start-up (refused at run time).
         rate = self.get_parameter('publish_rate').value
@@ -371,9 +372,9 @@ class IKNode(Node):
         backend, why = compiled_status()
         if backend == 'numba':
             self.get_logger().info(
-                'IK backend: numba (compiled kernels); they compile in the background (about 10 '
-                's on the first start, longer on a busy machine; ~0.3 s from the cache later), '
-                'the numpy reference serves meanwhile')
+                'IK backend: numba (compiled kernels); on a first start they compile in a child '
+                'process (about 13 s on an idle 2-core machine, longer on a busy one; ~0.7 s '
+                'from the cache later) while the numpy reference serves')
             return
         self.get_logger().warning(
             f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
@@ -466,7 +467,6 @@ class IKNode(Node):
             self.compiling, self._progress_at = job, job.started
             # Its thread loads the kernels beside the ticks: hand the GIL over
             # every 0.5 ms, not 5 ms (it waited ~5 ms at each of many takes).
-            self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(COMPILE_SWITCH_INTERVAL_S)
             if job.done:
                 self._collect_compile()
