@@ -27,7 +27,10 @@ joint when asked: feedback is matched by name).
 For the tests: ``~/written`` (Float64MultiArray: time in seconds since this
 node's start, then the positions written, controller order) is every command
 the controller wrote; ``~/rejected`` (String) every refused message with its
-reason; ``~/push`` displaces the state once (a hand); ``~/pause`` (Bool) stops
+reason; ``~/push`` displaces the state and holds the displaced joints there
+for at least PUSH_HOLD_S and PUSH_HOLD_STATES published states (a hand that
+pushes and holds: a push the servo pulled back before any state showed it
+would not be a push to follow); ``~/pause`` (Bool) stops
 and resumes the joint states (a broadcaster that died). ``--sim-clock``: the
 stand-in is the simulator: it steps a simulated time by one period per update
 (from SIM_START_S), publishes it on /clock and runs on it (validation, updates,
@@ -52,6 +55,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 # Simulated time starts here (s): far from 0 (a zero stamp means "now" to the controller).
 SIM_START_S = 100.0
+# A push holds the joints it moved this long (s) and for this many joint states at least.
+PUSH_HOLD_S = 0.5
+PUSH_HOLD_STATES = 10
 DEFAULT_TOPICS = {'trajectory': '/joint_trajectory_controller/joint_trajectory',
                   'position': '/forward_position_controller/commands'}
 
@@ -75,6 +81,7 @@ class StandIn:
         self.clock_pub = node.create_publisher(Clock, '/clock', 10) if args.sim_clock else None
         self.extra = args.extra_joint
         self.paused = False
+        self.held = None   # (joint mask, positions, until s, states left) of a push
         topic = args.command_topic or DEFAULT_TOPICS[args.mode]
         if args.mode == 'trajectory':
             self.controller = TrajectoryController(self.joints, args.rate, self.hw)
@@ -116,9 +123,24 @@ class StandIn:
         self.controller.receive(list(msg.data), self.now())
 
     def on_push(self, msg):
-        """Displace the state once (the arm was pushed)."""
+        """Displace the state and hold it there (the arm was pushed and held)."""
         if len(msg.data) == len(self.joints):
-            self.hw.q = self.hw.q + np.array(msg.data)
+            push = np.array(msg.data)
+            self.hw.q = self.hw.q + push
+            self.held = (push != 0.0, self.hw.q.copy(), self.now() + PUSH_HOLD_S,
+                         PUSH_HOLD_STATES)
+
+    def hold_pushed_joints(self, t: float):
+        """Keep the pushed joints where the hand holds them (at rest) until it lets go."""
+        if self.held is None:
+            return
+        mask, q, until, left = self.held
+        if t >= until and left <= 0:
+            self.held = None
+            return
+        self.hw.q = np.where(mask, q, self.hw.q)
+        self.hw.v = np.where(mask, 0.0, self.hw.v)
+        self.held = (mask, q, until, left - (0 if self.paused else 1))
 
     def on_pause(self, msg):
         """Stop (True) or resume (False) publishing joint states."""
@@ -133,6 +155,7 @@ class StandIn:
         written = self.controller.update(t)
         if written is not None:
             self.written_pub.publish(Float64MultiArray(data=[t] + [float(v) for v in written]))
+        self.hold_pushed_joints(t)
         if self.paused:
             return
         msg = JointState()

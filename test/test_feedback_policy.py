@@ -28,8 +28,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.bench.events import EVENTS, run_event
 from ik_node.bench.feedback import closed_loop as bench_loop
-from ik_node.bench.feedback import iiwa14, PERIOD, Q0, Servo, SERVO_LAG, TOLERANCE
-from ik_node.core.feedback import CONFIRMATIONS
+from ik_node.bench.feedback import iiwa14, PERIOD, Q0, Servo, SERVO_DT, SERVO_LAG, TOLERANCE
+from ik_node.core.feedback import CONFIRMATIONS, FeedbackPolicy
+from ik_node.core.solver import make_solver
+from ik_node.core.stream import CommandStream, controller_lead
+from ik_node.core.tracker import MotionTracker, TrackerConfig
 import numpy as np
 from oracle import pose_errors
 
@@ -160,3 +163,55 @@ def test_what_the_controller_writes_keeps_the_limits_through_every_event(output,
         assert row['jerk_over_limit'] <= 1 + eps, row
     assert row['resyncs'] == 0, row
     assert row['reached'] or event == 'acceleration 5 -> 0.01', row
+
+
+def run_with_lost_feedback(push):
+    """Run a move with the joint states lost 0.5-0.8 s; a nonzero ``push`` (n,) held from 0.7 s.
+
+    Returns (policy, [(tick time, decision)], plan minus measured joints at the sync).
+    """
+    tracker = MotionTracker(CHAIN, make_solver(CHAIN, 'auto'), TrackerConfig(), Q0, 0.0)
+    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0,
+                           budget_s=0.03)
+    policy = FeedbackPolicy(CHAIN.joint_names, CHAIN.lower, CHAIN.upper, CHAIN.velocity,
+                            timeout=0.1, tolerance=TOLERANCE, servo_lag=SERVO_LAG)
+    servo = Servo(Q0, 0.05)
+    goal = CHAIN.forward(Q0 + np.array([0.6, -0.5, 0.4, 0.5, -0.4, 0.3, 0.5]))
+    decisions, gap = [], None
+    for k in range(1, int(round(1.5 / SERVO_DT)) + 1):
+        t = k * SERVO_DT
+        if k == int(round(0.7 / SERVO_DT)) and np.any(push):
+            servo.q, servo.held = servo.q + push, True   # a hand holds it there
+        servo.step(stream.sample(t)[0])
+        if k % 2 == 0 and not 0.5 <= t < 0.8:   # 250 Hz states, 0 s late
+            assert policy.take(CHAIN.joint_names, servo.q.tolist(), servo.v.tolist(), t,
+                               t) in ('', 'implausible_jump')
+        if k % int(round(PERIOD / SERVO_DT)) == 0:
+            if k == int(round(0.1 / SERVO_DT)):
+                tracker.add_target(t + stream.lead_s, goal)
+            reference = policy.decide(t, stream)
+            decisions.append((t, policy.last))
+            if policy.last == 'sync' and t > 0.75:
+                gap = np.abs(stream.sample(t)[0] - policy.filter.q)
+            stream.advance(t, reference)
+    return policy, decisions, gap
+
+
+def test_a_push_while_the_feedback_is_lost_is_followed_and_counted_when_it_comes_back():
+    """The hold ends at the first fresh state: a push during it is a disturbance (re-synced).
+
+    The plan restarts where the arm is held, and ``resyncs`` counts it as any
+    other disturbance (before, only a push found while the feedback flowed was
+    counted: a busy node that missed the states of a push reported none). The
+    same loss with no push: the arm is where the braking tail put it, no re-sync.
+    """
+    push = np.zeros(CHAIN.n)
+    push[1] = -0.3
+    policy, decisions, gap = run_with_lost_feedback(push)
+    held = [t for t, d in decisions if d == 'hold' and t > 0.5]
+    assert held and min(held) < 0.7 and max(held) < 0.8 + CONFIRMATIONS * SERVO_DT * 2, held
+    assert policy.resyncs == 1
+    assert gap is not None and np.max(gap) == 0.0, gap   # the plan starts at the held joints
+    policy, decisions, _ = run_with_lost_feedback(np.zeros(CHAIN.n))
+    assert [d for t, d in decisions if t > 0.5].count('sync') == 1
+    assert policy.resyncs == 0

@@ -215,7 +215,8 @@ class FeedbackPolicy:
 
     Attributes:
         filter: the FeedbackFilter (rejections counted by reason).
-        resyncs: disturbances followed (plan restarted from the measured state).
+        resyncs: disturbances followed (plan restarted from the measured state),
+            also those found when fresh feedback ends a hold.
         last: what the last :meth:`decide` did: 'hold', 'sync', 'resync' or 'follow'.
         started: True once a plan started from a measured state.
 
@@ -267,10 +268,11 @@ class FeedbackPolicy:
         Hold while the feedback is stale (the controller plays the last
         message's braking tail). The next fresh state ends the hold ('sync'):
         the first ever, or one the commands' lag does not explain, restarts the
-        plan from the measured position and velocity; one they explain lets the
-        plan go on along the tail that was played. Restart from the measured
-        state when it is a disturbance ('resync'); else follow ('follow'). A
-        clock going back forgets the states taken on the old clock.
+        plan from the measured position and velocity (the latter a disturbance,
+        counted in ``resyncs``); one they explain lets the plan go on along the
+        tail that was played. Restart from the measured state when it is a
+        disturbance ('resync'); else follow ('follow'). A clock going back
+        forgets the states taken on the old clock.
         """
         if self._decided_at is not None and now < self._decided_at:
             self.forget()   # the clock went back: states of the old clock are void
@@ -282,8 +284,10 @@ class FeedbackPolicy:
         fb = self.filter
         assert fb.q is not None   # not stale: a state was accepted
         if not self._synced:
-            if not (self.started and not self.disturbed(stream)):
+            disturbed = self.started and self.disturbed(stream)
+            if disturbed or not self.started:
                 stream.restart(now, fb.q, fb.v)
+            self.resyncs += int(disturbed)
             # else the arm is where the commands played while holding (the
             # tail) put it, as far as the servo lag tells: the plan goes on
             # from them, without a step (the stream's late-tick rule).

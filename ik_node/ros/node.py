@@ -826,10 +826,11 @@ class IKNode(Node):
         reference = None
         stream = self.stream
         if self.feedback is not None:
+            resyncs = self.feedback.resyncs
             reference = self.feedback.decide(now, stream)
             if reference is None:
                 return False
-            if self.feedback.last == 'resync':
+            if self.feedback.resyncs > resyncs:   # also one found as a hold ends
                 self.get_logger().warning(
                     'the measured joints left the commands of the last 4 x servo_lag by more '
                     'than resync_tolerance (pushed? controller switched?): continuing from '
