@@ -107,3 +107,42 @@ def test_the_demo_killed_during_the_nodes_start_takes_the_node_down(delay_s):
     demo.kill()      # no finally of the demo runs: the kernel tells the node
     demo.wait()
     assert wait_none_left(mark) == []
+
+
+RACE = r"""
+import os, time
+from ik_node.core.warm import die_with_parent
+read_end, write_end = os.pipe()
+if os.fork() == 0:                      # the parent that is killed
+    arm = die_with_parent()
+    parent = os.getpid()
+    if os.fork() == 0:                  # its child, between fork and exec
+        os.close(read_end)
+        end = time.monotonic() + 10.0
+        while os.getppid() == parent and time.monotonic() < end:
+            time.sleep(0.005)          # the parent dies before the child's preexec_fn runs
+        arm()
+        os.write(write_end, b'ran on')
+        os._exit(0)
+    os._exit(0)
+os.close(write_end)
+os.wait()
+out = b''
+while True:
+    chunk = os.read(read_end, 100)
+    if not chunk:
+        break
+    out += chunk
+print(out.decode() or 'ended')
+"""
+
+
+def test_a_child_whose_parent_died_before_its_preexec_ends_at_once():
+    """PR_SET_PDEATHSIG asked for after the parent died brings no signal: the child must end.
+
+    The race CI met: ik_demo killed at once after starting the node (the node
+    ran on, with init as its parent, for 15 minutes).
+    """
+    out = subprocess.run([sys.executable, '-c', RACE], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == 'ended', (out.stdout, out.stderr)

@@ -60,7 +60,7 @@ def flood(rate_hz: float = 10000.0, seconds: float = 10.0, queue_depth: int = 10
              '--quaternion', *(f'{v:.12f}' for v in matrix_to_quaternion(start_pose[:3, :3])),
              *(['--twist'] if twist else [])],
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), stdout=subprocess.PIPE, text=True,
-            preexec_fn=die_with_parent)
+            preexec_fn=die_with_parent())
         try:
             mon.watch(seconds + 30.0, every_s=0.25, until=lambda: flooder.poll() is not None)
             out, _ = flooder.communicate(timeout=10.0)

@@ -62,7 +62,7 @@ class Relay:
         """Start the relay on ``domain``; subscribe with ``client`` (an rclpy node)."""
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.bench.relay', '--rate', str(rate_hz)],
-            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), preexec_fn=die_with_parent)
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), preexec_fn=die_with_parent())
         self.received, self.kinds = [], []
         qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)

@@ -29,13 +29,14 @@ reference) a compiling thread took minutes instead of 10 s.
 """
 
 import ctypes
+import os
 import pickle
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Hashable, Optional
+from typing import Callable, Hashable, Optional
 
 from ik_node.core.chain import Chain
 from ik_node.core.solver import IKSolver, make_solver
@@ -72,16 +73,26 @@ def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -
     tracker.command(0.01)
 
 
-def die_with_parent() -> None:
-    """In a child before exec: get SIGTERM when the thread that started it ends (Linux).
+def die_with_parent() -> Callable[[], None]:
+    """Return a ``preexec_fn`` for children that must not outlive this process (Linux).
 
-    The child of a process that is killed (SIGKILL, a CI timeout) would
-    otherwise run on with no parent. Elsewhere than Linux: nothing.
+    In the child, before exec, it asks for SIGTERM when the thread that
+    started the child ends: the child of a process that is killed (SIGKILL, a
+    CI timeout) would otherwise run on with no parent. When this process has
+    already died between the fork and that request (no signal would come),
+    the child ends at once. Elsewhere than Linux: nothing.
     """
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    parent = os.getpid()
+
+    def arm() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 class KernelCompile:
@@ -119,7 +130,7 @@ class KernelCompile:
         args = (chain, solver_name, np.array(q0, dtype=float), config)
         self._child = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.core.warm'], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent())
         data = pickle.dumps(args)
         try:
             err = self._child.communicate(data, timeout=wait_s)[1]

@@ -86,7 +86,7 @@ class NodeProcess:
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', *ros_args],
             env=dict(os.environ if env is None else env, ROS_DOMAIN_ID=str(domain)),
-            preexec_fn=die_with_parent)
+            preexec_fn=die_with_parent())
         try:
             self.context = Context()
             rclpy.init(context=self.context, domain_id=domain)
