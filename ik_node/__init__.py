@@ -19,13 +19,13 @@ mathematics lives in :mod:`ik_node.core` (pure numpy, no ROS imports); the
 ROS 2 node lives in :mod:`ik_node.ros`.
 """
 
-from ik_node.core.chain import Chain, Joint
 from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
-from ik_node.core.jacobian_ik import JacobianIK
-from ik_node.core.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.result import IKResult
-from ik_node.core.smoothing import spherical_cubic_interpolate_in_time
-from ik_node.core.srs import AnalyticSRS
+from ik_node.core.ik.base import IKResult
+from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
+from ik_node.core.ik.closed_form.srs import AnalyticSRS
+from ik_node.core.ik.jacobian import JacobianIK
+from ik_node.core.model.chain import Chain, Joint
+from ik_node.core.motion.smoothing import spherical_cubic_interpolate_in_time
 from ik_node import urdf  # noqa: F401,I100 - registers the URDF reader of Chain.from_urdf_*
 
 __all__ = ['AnalyticOffsetWrist', 'AnalyticSRS', 'Chain', 'IKError', 'IKResult',

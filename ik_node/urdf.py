@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""URDF text -> :class:`~ik_node.core.chain.Chain`; the only importer of urdf_parser_py.
+"""URDF text -> :class:`~ik_node.core.model.chain.Chain`; the only importer of urdf_parser_py.
 
 Safety: the text is checked before any parser expands it. A DOCTYPE (the only
 way to declare entities, internal or external) is refused outright -- URDF
@@ -27,9 +27,9 @@ import re
 import stat
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ik_node.core.chain import Chain, Joint, register_urdf_reader
 from ik_node.core.errors import ModelError
-from ik_node.core.frames import LinkFrame, LinkFrames
+from ik_node.core.model.chain import Chain, Joint, register_urdf_reader
+from ik_node.core.model.frames import LinkFrame, LinkFrames
 from ik_node.core.rotations import ypr_to_matrix
 import numpy as np
 

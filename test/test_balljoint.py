@@ -18,10 +18,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node.bench import seed000
-from ik_node.core import _jit_balljoint as jit
-from ik_node.core import balljoint
+from ik_node.bench.seed000 import balljoint
+from ik_node.bench.seed000 import jit
+from ik_node.bench.seed000.balljoint import BallJointChain, minimum_norm_solution
 from ik_node.core import rotations as rot
-from ik_node.core.balljoint import BallJointChain, minimum_norm_solution
 from ik_node.core.errors import InvalidInputError
 import numpy as np
 import pytest

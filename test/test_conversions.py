@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.bench.fuzz import BASE, expected_reason, message_batches, raw_message, TIP
 from ik_node.core import rotations as rot
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.ros.conversions import base_frame_only, check_point, check_target, check_twist, \
     frames_at, matrix_to_pose, pose_to_matrix, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps

@@ -32,10 +32,10 @@ called reachable, targets beyond the reach bound unreachable.
 
 import math
 
-from ik_node.core.chain import Chain, pose_matrix
-from ik_node.core.result import IKResult
-from ik_node.core.solver import make_solver
-from ik_node.core.tracker import _rotation9, MotionTracker, TrackerConfig
+from ik_node.core.ik.base import IKResult
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import Chain, pose_matrix
+from ik_node.core.motion.tracker import _rotation9, MotionTracker, TrackerConfig
 import numpy as np
 from oracle import pose_errors
 import pytest

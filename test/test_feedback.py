@@ -18,7 +18,7 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core.feedback import CONFIRMATIONS, FeedbackFilter
+from ik_node.core.motion.feedback import CONFIRMATIONS, FeedbackFilter
 import numpy as np
 import pytest
 

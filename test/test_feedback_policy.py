@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from ik_node.bench.events import EVENTS, run_event
 from ik_node.bench.feedback import closed_loop as bench_loop
 from ik_node.bench.feedback import iiwa14, PERIOD, Q0, Servo, SERVO_DT, SERVO_LAG, TOLERANCE
-from ik_node.core.feedback import CONFIRMATIONS, FeedbackPolicy
-from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream, controller_lead
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.motion.feedback import CONFIRMATIONS, FeedbackPolicy
+from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 import numpy as np
 from oracle import pose_errors
 

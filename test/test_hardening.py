@@ -25,7 +25,7 @@ from ik_node.bench.cli import main
 from ik_node.bench.flood import flood
 from ik_node.bench.fuzz import FuzzSession, message_batches
 from ik_node.bench.soak import soak
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 import numpy as np
 import pytest
 from rclpy.qos import DurabilityPolicy, QoSProfile

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain, IKError, InvalidInputError, JacobianIK
-from ik_node.core import jacobian_ik as jik
 from ik_node.core import rotations as rot
+from ik_node.core.ik import jacobian as jik
 import numpy as np
 import pytest
 from test_chain import MIXED_URDF, random_q, reference_forward

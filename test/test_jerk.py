@@ -16,9 +16,9 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core import limits
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.jerk import check_jerk_limits, JerkFilter, smoothing_steps
+from ik_node.core.kernels import limits
+from ik_node.core.motion.jerk import check_jerk_limits, JerkFilter, smoothing_steps
 import numpy as np
 import pytest
 

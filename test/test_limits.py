@@ -22,9 +22,9 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core import limits
-from ik_node.core._compiled import L
-from ik_node.core.limits import braking_speed
+from ik_node.core.kernels import limits
+from ik_node.core.kernels.compile import L
+from ik_node.core.kernels.limits import braking_speed
 import numpy as np
 import pytest
 

@@ -15,7 +15,7 @@
 """Every link of a large description resolves to the pose the URDF implies, in linear work."""
 
 from hypothesis import given, settings, strategies as st
-from ik_node.core.frames import FrameError
+from ik_node.core.model.frames import FrameError
 import ik_node.urdf
 from ik_node.urdf import bundled_urdf, chain_from_urdf_string, link_frames
 import numpy as np

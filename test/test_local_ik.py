@@ -12,11 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The damped least-squares steps that follow a moving pose (ik_node.core.local_ik)."""
+"""The damped least-squares steps that follow a moving pose (ik_node.core.ik.local)."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core import local_ik
+from ik_node.core.ik import local as local_ik
 import numpy as np
 from oracle import forward, pose_errors
 import pytest

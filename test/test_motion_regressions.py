@@ -21,7 +21,7 @@ joint speed limits for the time between header stamps (the node's clock).
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
 import pytest

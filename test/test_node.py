@@ -25,7 +25,7 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
 from oracle import pose_errors
@@ -432,8 +432,8 @@ def test_a_first_start_from_a_read_only_install_serves_while_it_compiles(tmp_pat
     assert 'numba kernels ready after' in log and 'Traceback' not in log, log
     # The machine code is in the user's cache, under the folder numba names
     # after the copy's sources (so the node ran the copy).
-    digest = hashlib.sha1(str(package / 'core').encode()).hexdigest()
-    assert list((cache / 'ik_node' / 'numba' / f'core_{digest}').glob('*.nbi'))
+    digest = hashlib.sha1(str(package / 'core' / 'kernels').encode()).hexdigest()
+    assert list((cache / 'ik_node' / 'numba' / f'kernels_{digest}').glob('*.nbi'))
     assert not list(package.rglob('*.nbi'))
 
 

@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain, InvalidInputError, JacobianIK, ModelError
-from ik_node.core.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.solver import make_solver
-from ik_node.core.srs import AnalyticSRS, BRANCHES
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
+from ik_node.core.ik.closed_form.srs import AnalyticSRS, BRANCHES
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 import numpy as np
 from oracle import forward, pose_errors
 import pytest

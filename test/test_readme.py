@@ -180,7 +180,7 @@ def run_installed_node_to_the_readme_target(executable, share, env):
     that SIGINT stops it with exit code 0.
     """
     import numpy as np
-    from ik_node.core.chain import Chain
+    from ik_node.core.model.chain import Chain
     from ik_node.ros.conversions import pose_msg
     from ik_node.core.rotations import quaternion_to_matrix
     from oracle import forward
@@ -272,7 +272,7 @@ def base_links():
 def test_the_target_example_names_each_robots_base_frame_and_each_reaches_it():
     """The `ros2 topic pub` pose, in the frame the README gives per robot, is solvable by each."""
     from ik_node.core.rotations import quaternion_to_matrix
-    from ik_node.core.solver import make_solver
+    from ik_node.core.ik.factory import make_solver
     from ik_node.urdf import bundled_urdf, chain_from_urdf_file
     import numpy as np
     text = README.read_text(encoding='utf-8')

@@ -33,8 +33,8 @@ import sys
 import time
 
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from ik_node.core.chain import Chain
-from ik_node.core.tracker import TrackerConfig
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import TrackerConfig
 import numpy as np
 from oracle import forward, pose_errors
 import pytest

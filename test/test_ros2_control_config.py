@@ -22,7 +22,7 @@ it: test/test_real_arm.py starts the node with it.)
 
 from pathlib import Path
 
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.ros.node import OUTPUTS
 import pytest
 from test_node import ARMS

@@ -22,7 +22,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import spherical_cubic_interpolate_in_time
 from ik_node.core import rotations as rot
-from ik_node.core import smoothing as sm
+from ik_node.core.motion import smoothing as sm
 import numpy as np
 import pytest
 from strategies import unit_quaternions

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ik_node import AnalyticSRS, Chain, InvalidInputError, JacobianIK, ModelError
 from ik_node.bench.analytic import offset_copy
 from ik_node.core import rotations as rot
-from ik_node.core.srs import BRANCHES
+from ik_node.core.ik.closed_form.srs import BRANCHES
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
@@ -306,8 +306,8 @@ def test_solve_batch_matches_single_solves_and_flags_invalid_rows(backend):
 @given(st.integers(0, 2**32 - 1), st.sampled_from(['valid', 'nan', 'scaled', 'reflected',
                                                    'last_row', 'sheared']))
 def test_compiled_pose_check_agrees_with_check_pose(seed, kind):
-    from ik_node.core._compiled import K
-    from ik_node.core.result import check_pose
+    from ik_node.core.kernels.compile import K
+    from ik_node.core.ik.base import check_pose
     from ik_node.core.rotations import ORTHONORMAL_TOL
     pose = CHAIN.forward(random_q(np.random.default_rng(seed)))
     if kind == 'nan':

@@ -16,11 +16,11 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.stream import CommandStream
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
 import pytest
@@ -116,7 +116,7 @@ def test_bad_options_are_refused():
 
 def test_a_new_model_of_the_same_joints_continues_the_plan_without_a_seam():
     """use_tracker(carried_over(...)): every committed point kept, the next ones follow on."""
-    from ik_node.core.tracker import carried_over
+    from ik_node.core.motion.tracker import carried_over
     tracker, stream = make()
     tracker.add_target(stream.lead_s, target(tracker, [0.1, -0.1, 0.05]))
     now = 0.0

@@ -27,10 +27,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.bench.teleop import Crossing, drive, SINGULAR_JOINT, twist_between
-from ik_node.core.chain import pose_matrix
+from ik_node.core.model.chain import pose_matrix
+from ik_node.core.motion.teleop import bound_lead, integrate_twist
+from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.core.rotations import quaternion_to_matrix
-from ik_node.core.teleop import bound_lead, integrate_twist
-from ik_node.core.tracker import TrackerConfig
 import numpy as np
 from oracle import expm, forward, hat, pose_errors, twist_matrix
 import pytest
@@ -298,7 +298,7 @@ class _Start:
 
     def __init__(self, chain, crossing):
         """Start at rest at the crossing's start, time 0."""
-        from ik_node.core.tracker import Command
+        from ik_node.core.motion.tracker import Command
         self.chain = chain
         self.config = TrackerConfig()
         self._start = Command(crossing.q(0.0), np.zeros(chain.n), 0.0)

@@ -29,10 +29,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node import Chain
 from ik_node.core import rotations as rot
-from ik_node.core.chain import pose_matrix
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.solver import make_solver
-from ik_node.core.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import pose_matrix
+from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.ros.demo import figure_eight
 import numpy as np
 from oracle import pose_errors

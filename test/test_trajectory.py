@@ -19,7 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError, ZeroNormError
-from ik_node.core.trajectory import CartesianTrajectory, SPEED_MARGIN
+from ik_node.core.motion.trajectory import CartesianTrajectory, SPEED_MARGIN
 import numpy as np
 import pytest
 

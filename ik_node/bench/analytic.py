@@ -34,10 +34,10 @@ import time
 from xml.etree import ElementTree
 
 from ik_node.bench.common import (format_duration, machine_info, print_json, print_table)
-from ik_node.core.chain import Chain
-from ik_node.core.jacobian_ik import JacobianIK
-from ik_node.core.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.srs import AnalyticSRS
+from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
+from ik_node.core.ik.closed_form.srs import AnalyticSRS
+from ik_node.core.ik.jacobian import JacobianIK
+from ik_node.core.model.chain import Chain
 from ik_node.urdf import bundled_urdf
 import numpy as np
 

@@ -30,11 +30,11 @@ import math
 import statistics
 
 from ik_node.bench.common import machine_info, print_json, print_table, print_title
-from ik_node.core.chain import Chain
-from ik_node.core.feedback import FeedbackPolicy
-from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream, controller_lead
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.feedback import FeedbackPolicy
+from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
 

@@ -33,10 +33,10 @@ from typing import Callable, Dict, List, Optional
 
 from ik_node.bench.standins import derivatives, ForwardController, LagServo, MockHardware, \
     Point, Trajectory, TrajectoryController
-from ik_node.core.chain import Chain
-from ik_node.core.solver import make_solver
-from ik_node.core.stream import CommandStream, controller_lead
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
 

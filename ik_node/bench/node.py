@@ -45,7 +45,7 @@ from geometry_msgs.msg import PoseStamped
 from ik_node.bench import relay
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.session import BASE, iiwa_arguments, Q_START, TIP
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.core.warm import die_with_parent
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import free_domain, NodeProcess

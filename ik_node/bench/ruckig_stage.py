@@ -18,7 +18,7 @@ The way MoveIt Servo's Ruckig smoothing plugin uses it: every period the
 limiting step's new state (position, velocity) is Ruckig's target and
 Ruckig's online update (time-optimal, jerk-limited, from the current
 position, velocity and acceleration) gives the command one period later.
-Same interface as :class:`ik_node.core.jerk.JerkFilter`, so the command
+Same interface as :class:`ik_node.core.motion.jerk.JerkFilter`, so the command
 stream runs unchanged with either (``CommandStream(..., stage=...)``).
 Needs PyPI ``ruckig`` (MIT), installed with the test requirements.
 """

@@ -26,7 +26,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, PoseStamped
-from ik_node.core.chain import Chain
+from ik_node.core.model.chain import Chain
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
 from ik_node.urdf import bundled_urdf

@@ -25,8 +25,8 @@ largest angle between each implementation and implementation 3.
 from ik_node.bench.common import (format_duration, machine_info, print_json, print_table,
                                   summarize, time_per_call)
 from ik_node.core import rotations as rot
-from ik_node.core import smoothing as sm
-from ik_node.core.trajectory import CartesianTrajectory
+from ik_node.core.motion import smoothing as sm
+from ik_node.core.motion.trajectory import CartesianTrajectory
 import numpy as np
 
 

@@ -40,9 +40,9 @@ assume unit-norm, finite input of the right shape.
 import math
 from typing import Tuple
 
-from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError, ZeroNormError
-from ik_node.core.kernels import DEXP_SERIES_BELOW, EXP_SERIES_BELOW, LOG_SERIES_BELOW, \
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels.base import DEXP_SERIES_BELOW, EXP_SERIES_BELOW, LOG_SERIES_BELOW, \
     ORTHONORMAL_TOL
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ FloatArray = npt.NDArray[np.float64]
 MIN_QUAT_NORM = 1e-6
 
 # The series thresholds of log, exp and d exp / d u, and the orthonormality
-# tolerance, are the kernels' (ik_node.core.kernels, where each is explained):
+# tolerance, are the kernels' (ik_node.core.kernels.base, where each is explained):
 # the single-rotation path below runs those kernels, the batch path uses the
 # same thresholds.
 

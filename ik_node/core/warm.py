@@ -38,9 +38,9 @@ import threading
 import time
 from typing import Callable, Hashable, Optional
 
-from ik_node.core.chain import Chain
-from ik_node.core.solver import IKSolver, make_solver
-from ik_node.core.tracker import MotionTracker, TrackerConfig
+from ik_node.core.ik.factory import IKSolver, make_solver
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 import numpy as np
 
 

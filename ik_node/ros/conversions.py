@@ -19,7 +19,7 @@ import math
 from typing import Callable, Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, Pose, PoseStamped, TwistStamped
-from ik_node.core.frames import FrameError, LinkFrames
+from ik_node.core.model.frames import FrameError, LinkFrames
 from ik_node.core.rotations import matrix_to_quaternion, MIN_QUAT_NORM, multiply
 import numpy as np
 from sensor_msgs.msg import JointState

@@ -28,10 +28,10 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ik_node.core.backend import compiled_status
-from ik_node.core.chain import Chain
+from ik_node.core.kernels.backend import compiled_status
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.core.rotations import axis_angle_to_quaternion, multiply
-from ik_node.core.tracker import TrackerConfig
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
 from ik_node.urdf import bundled_urdf

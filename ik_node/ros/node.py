@@ -14,7 +14,7 @@
 
 """The ik_node ROS 2 node: target poses in, joint states out.
 
-A thin adapter around :class:`ik_node.core.tracker.MotionTracker`, which
+A thin adapter around :class:`ik_node.core.motion.tracker.MotionTracker`, which
 decides every motion (trajectory, IK, joint speed / acceleration / position
 limits): parameters become its configuration (validated in the on-set
 callback, applied in the post-set callback, as ros2/demos does), messages
@@ -40,17 +40,17 @@ from typing import Dict, Optional
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
-from ik_node.core.backend import compiled_status
-from ik_node.core.chain import Chain
 from ik_node.core.errors import IKError
-from ik_node.core.feedback import FeedbackPolicy
-from ik_node.core.frames import LinkFrames
-from ik_node.core.jerk import check_jerk_limits, JERK_RANGE
-from ik_node.core.rotations import quaternion_to_matrix
-from ik_node.core.solver import make_solver, SOLVER_NAMES
-from ik_node.core.stream import CLOCK_JUMP_S, CommandStream, controller_lead
-from ik_node.core.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
+from ik_node.core.ik.factory import make_solver, SOLVER_NAMES
+from ik_node.core.kernels.backend import compiled_status
+from ik_node.core.model.chain import Chain
+from ik_node.core.model.frames import LinkFrames
+from ik_node.core.motion.feedback import FeedbackPolicy
+from ik_node.core.motion.jerk import check_jerk_limits, JERK_RANGE
+from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream, controller_lead
+from ik_node.core.motion.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
     TrackerConfig
+from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.core.warm import kernel_key, KernelCompile
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     joint_state, matrix_to_pose, RejectedMessage

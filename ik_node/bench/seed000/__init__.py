@@ -27,8 +27,8 @@ one chain at a time (as the article ran it) and all trials as one batch.
 import time
 
 from ik_node.bench.common import machine_info, print_json, print_table
+from ik_node.bench.seed000.balljoint import BallJointChain
 from ik_node.core import rotations as rot
-from ik_node.core.balljoint import BallJointChain
 import numpy as np
 
 ARTICLE = {'quaternion_rms': '0.66-0.85', 'euler_rms': '52-100',
@@ -94,7 +94,7 @@ def compiled_trials(ypr, parameterization):
 
     """
     try:
-        from ik_node.core import _jit_balljoint as jit
+        from ik_node.bench.seed000 import jit
     except ImportError:
         return None
     kind = jit.QUATERNION if parameterization == 'quaternion' else jit.EULER

@@ -15,17 +15,21 @@
 """Compiled (numba) twin of BallJointChain.update for one chain; numpy is the reference.
 
 Same rotations, derivatives, Jacobian and minimum-norm step as
-:mod:`ik_node.core.balljoint`, for a single chain, so that the seed-000
+:mod:`ik_node.bench.seed000.balljoint`, for a single chain, so that the seed-000
 experiment can be timed per update the way the article ran it (one chain,
 compiled code). Tests check it against the numpy implementation.
 """
 
 import math
+from pathlib import Path
 
-from ik_node.core._compiled import K
-from ik_node.core.balljoint import KIND_CODES, RANK_DEFICIENT_BELOW, SWAP_ABOVE
+from ik_node.bench.seed000.balljoint import KIND_CODES, RANK_DEFICIENT_BELOW, SWAP_ABOVE
+from ik_node.core.kernels.compile import cached_folder_of, K
 import numba
 import numpy as np
+
+# This module's machine code includes the core's kernels (K): dropped when they change.
+cached_folder_of(Path(__file__).parent, Path(__file__).parent)
 
 QUATERNION = KIND_CODES['quaternion']
 EULER = KIND_CODES['euler']

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import math
 from typing import Any, ClassVar, Optional, Tuple
 
-from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.kernels import ORTHONORMAL_TOL
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels.base import ORTHONORMAL_TOL
 from ik_node.core.rotations import check_rotation_matrix
 import numpy as np
 import numpy.typing as npt

@@ -14,18 +14,18 @@
 
 """The choice of IK solver for a chain, by name (the node's ``solver`` parameter).
 
-Every solver implements :class:`ik_node.core.result.IKSolver`; the motion
+Every solver implements :class:`ik_node.core.ik.base.IKSolver`; the motion
 tracker and the node call only that interface.
 """
 
 from typing import Optional
 
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.jacobian_ik import JacobianIK
-from ik_node.core.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.result import IKSolver
-from ik_node.core.srs import AnalyticSRS
+from ik_node.core.ik.base import IKSolver
+from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
+from ik_node.core.ik.closed_form.srs import AnalyticSRS
+from ik_node.core.ik.jacobian import JacobianIK
+from ik_node.core.model.chain import Chain
 
 SOLVER_NAMES = ('auto', 'analytic', 'jacobian')
 

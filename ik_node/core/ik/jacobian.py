@@ -44,11 +44,11 @@ import math
 import time
 from typing import Callable, List, Optional, Tuple
 
-from ik_node.core import kernels
-from ik_node.core.backend import load_compiled
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.result import check_budget, check_pose, IKResult, IKSolver
+from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 
@@ -171,7 +171,7 @@ class JacobianIK(IKSolver):
         """Validate the options and precompute the row selection."""
         if goal not in GOALS:
             raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
-        (self._jit,) = load_compiled(backend, '_jit_ik')
+        (self._jit,) = load_compiled(backend, 'kernels.lm')
         self.backend = 'numba' if self._jit is not None else 'numpy'
         if timeout_s is None:
             timeout_s = DEFAULT_TIMEOUT_S[self.backend]

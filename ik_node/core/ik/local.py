@@ -29,8 +29,8 @@ radians; poses 4x4 in the chain's base frame.
 
 from typing import Tuple
 
-from ik_node.core.chain import Chain
-from ik_node.core.kernels import rotation_vector
+from ik_node.core.kernels.base import rotation_vector
+from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 

@@ -54,7 +54,7 @@ def compiled_status() -> Tuple[str, str]:
     What ``backend='auto'`` picks: the node logs it once at start-up.
     """
     try:
-        importlib.import_module('ik_node.core._jit_ik')
+        importlib.import_module('ik_node.core.kernels.lm')
     except ImportError as exc:
         return 'numpy', f'numba cannot be imported: {exc}'
     return 'numba', ''

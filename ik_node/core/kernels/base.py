@@ -18,7 +18,7 @@ Every function here is written in the subset of Python that numba compiles
 (floats, ints, bools, tuples, ``math``, loops, indexing) and calls only
 functions of the kernel modules. CPython runs them as they are: that is the
 reference ('numpy') backend, and also the single-rotation fast path of
-:mod:`ik_node.core.rotations`. :mod:`ik_node.core._compiled` compiles the very
+:mod:`ik_node.core.rotations`. :mod:`ik_node.core.kernels.compile` compiles the very
 same functions for the 'numba' backend, so each formula exists once and the
 tests pin the compiled result to the interpreted one.
 

@@ -35,25 +35,33 @@ import sys
 import tempfile
 import types
 
-from ik_node.core import kernels, limits, offset_kernels, srs_kernels
-
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels import limits
+from ik_node.core.kernels import offset_wrist as offset_kernels
+from ik_node.core.kernels import srs as srs_kernels
 KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
 SOURCE_STAMP = 'numba-sources.sha256'
+# The core's sources: the kernels' compiled code depends on them (lm reads the
+# Jacobian solver's constants).
+CORE_DIR = Path(__file__).resolve().parents[1]
 
 
-def drop_stale_cache(source_dir: Path, cache_dir: Path) -> bool:
-    """Remove numba's cache files in cache_dir when any source in source_dir changed.
+def drop_stale_cache(sources, cache_dir: Path) -> bool:
+    """Remove numba's cache files in cache_dir when any source under ``sources`` changed.
 
     numba keys a cached function on its own source file only, yet the
-    machine code of a kernel includes the kernels it calls from other files:
-    after one of those changes (an edit, a pull) the caller's cache would
-    load with the old callee compiled in. A digest of every ``*.py`` of
-    source_dir is kept next to the cache; when it differs, the ``*.nbi`` /
-    ``*.nbc`` files go (numba compiles again, once). Returns True when files
-    were removed. An unwritable directory is left as it is.
+    machine code of a kernel includes the kernels it calls from other files
+    and the constants it reads from other modules: after one of those changes
+    (an edit, a pull) the caller's cache would load with the old callee
+    compiled in. A digest of every ``*.py`` under ``sources`` (a folder, or a
+    list of folders, searched recursively) is kept next to the cache; when it
+    differs, the ``*.nbi`` / ``*.nbc`` files go (numba compiles again, once).
+    Returns True when files were removed. An unwritable directory is left as
+    it is.
     """
-    digest = hashlib.sha256(b''.join(path.read_bytes()
-                                     for path in sorted(source_dir.glob('*.py')))).hexdigest()
+    folders = [sources] if isinstance(sources, Path) else list(sources)
+    digest = hashlib.sha256(b''.join(path.read_bytes() for folder in folders
+                                     for path in sorted(folder.rglob('*.py')))).hexdigest()
     stamp = cache_dir / SOURCE_STAMP
     try:
         if stamp.read_text() == digest:
@@ -118,9 +126,17 @@ def use_user_cache() -> Path:
         numba_module = sys.modules.get('numba')
         if numba_module is not None:
             numba_module.config.CACHE_DIR = root
-    source_dir = Path(__file__).parent
-    folder = cache_subfolder(Path(root), source_dir)
-    drop_stale_cache(source_dir, folder)
+    return cached_folder_of(Path(__file__).parent)
+
+
+def cached_folder_of(source_dir: Path, *depends: Path) -> Path:
+    """Return where numba caches source_dir's functions, its stale machine code dropped.
+
+    Stale: any source of the core (CORE_DIR) or of ``depends`` changed
+    (drop_stale_cache). Call after use_user_cache (numba's cache directory set).
+    """
+    folder = cache_subfolder(Path(os.environ['NUMBA_CACHE_DIR']), source_dir)
+    drop_stale_cache([CORE_DIR, *depends], folder)
     return folder
 
 

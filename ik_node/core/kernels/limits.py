@@ -41,8 +41,8 @@ can the constraints contradict each other; the step then brakes as hard as
 the acceleration limit allows and keeps the position limits, which may take
 the speed above a newly lowered speed limit for the few steps braking needs.
 Units: rad and rad/s (m, m/s for prismatic joints); seconds. The functions
-here are kernels (the numba subset, see ik_node.core.kernels): CPython runs
-them for the numpy backend, ik_node.core._compiled compiles them.
+here are kernels (the numba subset, see ik_node.core.kernels.base): CPython runs
+them for the numpy backend, ik_node.core.kernels.compile compiles them.
 """
 
 import math

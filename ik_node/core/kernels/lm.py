@@ -14,9 +14,9 @@
 
 """Compiled (numba) twin of JacobianIK's descent; optional, numpy is the reference.
 
-One attempt of :meth:`ik_node.core.jacobian_ik.JacobianIK._descend`: the
+One attempt of :meth:`ik_node.core.ik.jacobian.JacobianIK._descend`: the
 forward kinematics, Jacobian, residual and inverse right Jacobian are the
-compiled kernels of :mod:`ik_node.core.kernels` (the same source the numpy
+compiled kernels of :mod:`ik_node.core.kernels.base` (the same source the numpy
 path runs); the seed bias, active-set step, damped least squares (Cholesky
 here, LAPACK there), LM acceptance and stall rule are written as explicit
 loops with the reference's constants. Tests check that both give the same
@@ -25,8 +25,8 @@ iterates. Imported only when numba is installed.
 
 import math
 
-from ik_node.core import jacobian_ik as ref
-from ik_node.core._compiled import K
+from ik_node.core.ik import jacobian as ref
+from ik_node.core.kernels.compile import K
 import numba
 import numpy as np
 

@@ -14,8 +14,8 @@
 
 """Closed-form IK of 7-DoF arms with an offset last axis (Franka Panda class): kernels.
 
-One source for both backends, as :mod:`ik_node.core.kernels` (same
-conventions). :class:`ik_node.core.offset_wrist.AnalyticOffsetWrist` holds the
+One source for both backends, as :mod:`ik_node.core.kernels.base` (same
+conventions). :class:`ik_node.core.ik.closed_form.offset_wrist.AnalyticOffsetWrist` holds the
 model and chooses the free parameter and branches; these functions do the
 geometry of one target at one value of q7.
 
@@ -46,10 +46,10 @@ rows in BRANCHES order (row 4 i_e + 2 i_s + i_r), as on the SRS arm.
 
 import math
 
-from ik_node.core.kernels import add3, chain_frames, cross3, dot3, mat_mul, mat_mul_t, \
+from ik_node.core.kernels.base import add3, chain_frames, cross3, dot3, mat_mul, mat_mul_t, \
     mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, unit3, vec3
-from ik_node.core.srs_kernels import branch_row, elbow_part, elbow_point, into_limits, sp1, \
+from ik_node.core.kernels.srs import branch_row, elbow_part, elbow_point, into_limits, sp1, \
     spherical_within, swivel_basis, wrap_angle
 
 # Below this |(A, B)| the cone condition does not depend on the swivel angle

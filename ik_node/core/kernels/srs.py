@@ -14,8 +14,8 @@
 
 """Closed-form IK of 7-DoF SRS arms (seed 001): the scalar kernels.
 
-One source for both backends, as :mod:`ik_node.core.kernels` (same
-conventions). :class:`ik_node.core.srs.AnalyticSRS` holds the model, reads it
+One source for both backends, as :mod:`ik_node.core.kernels.base` (same
+conventions). :class:`ik_node.core.ik.closed_form.srs.AnalyticSRS` holds the model, reads it
 from the chain, and searches swivel angles and branches; these functions do
 the geometry of one target at one swivel angle.
 
@@ -30,7 +30,7 @@ BRANCHES order are (e, s, w) for e, s, w in (1, -1) (row 4 i_e + 2 i_s + i_w).
 
 import math
 
-from ik_node.core.kernels import add3, chain_frames, cross3, DEGENERATE, dot3, mat_mul, \
+from ik_node.core.kernels.base import add3, chain_frames, cross3, DEGENERATE, dot3, mat_mul, \
     mat_mul_t, mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, transpose, unit3, vec3
 

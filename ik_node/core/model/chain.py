@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import math
 from typing import List, Optional, Sequence, Tuple
 
-from ik_node.core import kernels
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.result import fields_equal
+from ik_node.core.ik.base import fields_equal
+from ik_node.core.kernels import base as kernels
 import numpy as np
 import numpy.typing as npt
 

@@ -26,8 +26,8 @@ builds this from the URDF; nothing here parses anything.
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError
+from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 

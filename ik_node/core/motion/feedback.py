@@ -37,7 +37,7 @@ counted in ``rejected``:
 
 What the motion does with the accepted states is :class:`FeedbackPolicy`'s
 decision (hold, start from the measured state, or re-sync), judged against
-the command history of the :class:`ik_node.core.stream.CommandStream`:
+the command history of the :class:`ik_node.core.motion.stream.CommandStream`:
 
 **Lag is not a disturbance.** A position servo follows its setpoint with a
 lag; a first-order servo of time constant tau is at a weighted mean of the
@@ -67,7 +67,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:  # only for annotations: stream imports the tracker
-    from ik_node.core.stream import CommandStream
+    from ik_node.core.motion.stream import CommandStream
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -14,7 +14,7 @@
 
 """Jerk limits: an exact moving-average stage after the limiting step.
 
-The limiting step (:mod:`ik_node.core.limits`) run on a fixed grid of period
+The limiting step (:mod:`ik_node.core.kernels.limits`) run on a fixed grid of period
 h gives positions x_k whose velocity ``v_k = (x_k - x_{k-1}) / h`` is
 constant over each step and changes by at most ``a_max h`` per step; joined
 linearly, x(t) keeps the speed and position limits. Two moving averages make

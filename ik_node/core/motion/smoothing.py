@@ -32,8 +32,8 @@ the logs, so both give the same rotations (results agree up to the sign of q).
 
 import math
 
-from ik_node.core import kernels
 from ik_node.core import rotations as rot
+from ik_node.core.kernels import base as kernels
 import numpy as np
 import numpy.typing as npt
 

@@ -22,7 +22,7 @@ period h (the node's period) ``lead_s`` ahead of the clock and **committed**:
 a grid instant's state (positions, velocities, accelerations) never changes
 once planned, and every message that holds it holds the same values. The
 limiting step (:meth:`MotionTracker.command`) runs once per grid instant, then
-the jerk stage (:class:`ik_node.core.jerk.JerkFilter`): between two grid
+the jerk stage (:class:`ik_node.core.motion.jerk.JerkFilter`): between two grid
 instants the command is exactly one cubic, which the controller's quintic
 through both ends reproduces.
 
@@ -49,8 +49,8 @@ import math
 from typing import Deque, List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.jerk import check_jerk_limits, JerkFilter, smoothing_steps
-from ik_node.core.tracker import MotionTracker
+from ik_node.core.motion.jerk import check_jerk_limits, JerkFilter, smoothing_steps
+from ik_node.core.motion.tracker import MotionTracker
 import numpy as np
 import numpy.typing as npt
 

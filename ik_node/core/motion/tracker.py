@@ -30,7 +30,7 @@ Where the joints are headed (the goal) depends on the mode:
 each IK solve warm-started from the current command, with the fallback rule
 for unreachable targets (:meth:`MotionTracker._goal_of`). Whatever the
 mode, the command then goes through the one limiting step
-(:func:`ik_node.core.limits.limited_step`, compiled when numba is there):
+(:func:`ik_node.core.kernels.limits.limited_step`, compiled when numba is there):
 joint speed and acceleration limits for the elapsed time, position limits
 with braking, never NaN. So the
 guarantees hold in every mode, across mode switches, resets, parameter and
@@ -43,16 +43,16 @@ import math
 import time as _time
 from typing import Deque, List, Optional, Tuple
 
-from ik_node.core import limits
-from ik_node.core.backend import load_compiled
-from ik_node.core.chain import Chain, pose_matrix
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.kernels import quat_to_matrix
-from ik_node.core.local_ik import follow
-from ik_node.core.result import IKResult, IKSolver, pose_error
+from ik_node.core.ik.base import IKResult, IKSolver, pose_error
+from ik_node.core.ik.local import follow
+from ik_node.core.kernels import limits
+from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.base import quat_to_matrix
+from ik_node.core.model.chain import Chain, pose_matrix
+from ik_node.core.motion.teleop import bound_lead, integrate_twist
+from ik_node.core.motion.trajectory import CartesianTrajectory
 from ik_node.core.rotations import matrix_to_quaternion
-from ik_node.core.teleop import bound_lead, integrate_twist
-from ik_node.core.trajectory import CartesianTrajectory
 import numpy as np
 import numpy.typing as npt
 
@@ -515,7 +515,7 @@ class MotionTracker:
             InvalidInputError: an unknown backend, or 'numba' without numba.
 
         """
-        (compiled,) = load_compiled(backend, '_compiled')
+        (compiled,) = load_compiled(backend, 'kernels.compile')
         self.backend = backend
         self._limits = limits if compiled is None else compiled.L
 
@@ -578,7 +578,7 @@ class MotionTracker:
     def brake(self, time: float) -> Command:
         """Step toward rest for the time elapsed, at the acceleration limits, within every limit.
 
-        The stream's braking tail (:mod:`ik_node.core.stream`): the limiting
+        The stream's braking tail (:mod:`ik_node.core.motion.stream`): the limiting
         step with no goal. The goal's velocity is forgotten (the next command
         follows its goal from rest, not from a feed-forward that no longer holds).
         """
@@ -771,7 +771,7 @@ class MotionTracker:
         ``config.posture`` is projected onto the null space of the Jacobian
         (I - J+ J), scaled to at most ``posture_rate`` x dt per joint, and the
         tip's second-order drift removed by damped steps back onto the pose
-        (:func:`ik_node.core.local_ik.follow`). Not with a pole (it sets the
+        (:func:`ik_node.core.ik.local.follow`). Not with a pole (it sets the
         elbow), nor when the step would leave the limits or not return to the
         pose: the goal is kept.
         """
@@ -810,7 +810,7 @@ class MotionTracker:
 
         A moving pose moves a little per command, so the joints should too:
         a few damped least-squares steps from the reference
-        (:func:`ik_node.core.local_ik.follow`) give the least joint motion for
+        (:func:`ik_node.core.ik.local.follow`) give the least joint motion for
         the tip's, and near a singular configuration a bounded one. The
         solver's own answer can be far from it: another branch (a restart
         found it), or a spin that a fixed swivel angle demands near a shoulder

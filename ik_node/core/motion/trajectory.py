@@ -16,7 +16,7 @@
 
 Keys (time, position, quaternion) are joined by cubic segments: position by
 the scalar rule per axis, orientation by the exp-map spherical rule (seed
-002, :mod:`ik_node.core.smoothing`). A segment from key k to key k+1 needs
+002, :mod:`ik_node.core.motion.smoothing`). A segment from key k to key k+1 needs
 keys k-1 and k+2; its four keys are latched when playback enters it, so the
 curve never changes under the sampler.
 
@@ -53,7 +53,8 @@ from typing import List, Optional, Tuple
 
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.smoothing import cubic_interpolate_vector3, spherical_cubic_interpolate_in_time
+from ik_node.core.motion.smoothing import cubic_interpolate_vector3, \
+    spherical_cubic_interpolate_in_time
 import numpy as np
 import numpy.typing as npt
 

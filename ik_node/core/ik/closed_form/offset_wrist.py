@@ -18,14 +18,14 @@ The class, read from the chain at q = 0 (nothing per robot): axes 1-3 meet
 (a spherical shoulder S); axes 5 and 6 meet (the wrist point W0); S and W0
 project onto axis 4 at one point (the elbow bends in a plane, offsets along
 the links allowed); axis 7 misses W0 (else the arm is SRS: see
-:mod:`ik_node.core.srs`). The Franka Panda / FR3 is one: elbow offsets of
+:mod:`ik_node.core.ik.closed_form.srs`). The Franka Panda / FR3 is one: elbow offsets of
 0.0825 m at joints 4 and 5, axis 7 0.088 m from the wrist point.
 
 q7 is the free parameter (the idea of He & Liu 2021, derived here in product
 of exponentials): a given q7 fixes the wrist point and the rotation of the
 first six joints; the elbow triangle then gives q4, and one condition (axis
 6 on its cone about axis 5) gives the swivel angle in closed form, two roots
-(:mod:`ik_node.core.offset_kernels`). The swivel angle is measured as on the
+(:mod:`ik_node.core.kernels.offset_wrist`). The swivel angle is measured as on the
 SRS arm, so an elbow-swivel parameter and the node's pole keep their meaning:
 the q7 that gives a wanted swivel is found by sampling q7 and bisecting
 (each sample a closed form). Joint limits are feasible intervals of q7 per
@@ -38,14 +38,15 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from ik_node.core import kernels, offset_kernels
-from ik_node.core.backend import load_compiled
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.result import check_pose, IKResult
-from ik_node.core.srs import _check_planar_elbow, _line_gap, _meeting_point, _model_of, \
-    _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, KernelSolver, \
-    MEET_TOL_M, ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
+from ik_node.core.ik.base import check_pose, IKResult
+from ik_node.core.ik.closed_form.srs import _check_planar_elbow, _line_gap, _meeting_point, \
+    _model_of, _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, \
+    KernelSolver, MEET_TOL_M, ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels import offset_wrist as offset_kernels
+from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 
@@ -133,7 +134,7 @@ class AnalyticOffsetWrist(KernelSolver):
 
     Build with :meth:`from_chain` (ModelError when the chain is not in the
     class). A branch is (elbow, shoulder, root) signs, rows of
-    :data:`ik_node.core.srs.BRANCHES`.
+    :data:`ik_node.core.ik.closed_form.srs.BRANCHES`.
     """
 
     name = 'analytic'
@@ -154,7 +155,7 @@ class AnalyticOffsetWrist(KernelSolver):
                   math.atan2(a2, a1), tup(a.lower), tup(a.upper), a.reach_low, a.reach_high,
                   tup(model.axis7), tup(model.wrist_from_axis7), tup(model.normal6),
                   float(a.axes[4] @ a.axes[5]))
-        (compiled,) = load_compiled(backend, '_compiled')
+        (compiled,) = load_compiled(backend, 'kernels.compile')
         self.backend = 'numba' if compiled is not None else 'numpy'
         self._m: tuple
         if compiled is not None:

@@ -43,13 +43,15 @@ import math
 import time
 from typing import Any, List, Optional, Sequence, Tuple
 
-from ik_node.core import kernels, local_ik, srs_kernels
-from ik_node.core.backend import load_compiled
-from ik_node.core.chain import Chain
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.jacobian_ik import JacobianIK
-from ik_node.core.kernels import ORTHONORMAL_TOL
-from ik_node.core.result import check_pose, IKResult, IKSolver
+from ik_node.core.ik import local as local_ik
+from ik_node.core.ik.base import check_pose, IKResult, IKSolver
+from ik_node.core.ik.jacobian import JacobianIK
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels import srs as srs_kernels
+from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.base import ORTHONORMAL_TOL
+from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 
@@ -421,7 +423,7 @@ class AnalyticSRS(KernelSolver):
                   tuple(m.tip_rotation0.ravel().tolist()), m.upper_arm, m.forearm, a1, a2,
                   self._elbow_phase, tuple(m.lower.tolist()), tuple(m.upper.tolist()),
                   m.reach_low, m.reach_high)
-        (compiled,) = load_compiled(backend, '_compiled')
+        (compiled,) = load_compiled(backend, 'kernels.compile')
         self.backend = 'numba' if compiled is not None else 'numpy'
         self._m: tuple
         if compiled is not None:
@@ -477,7 +479,7 @@ class AnalyticSRS(KernelSolver):
         (near a stretched elbow the model's solution is farther off), a model
         solution corrected by the chain's error (:meth:`_closer_model_start`)
         and Gauss-Newton steps with line search
-        (:func:`ik_node.core.local_ik.polish`); as the last resort the Jacobian
+        (:func:`ik_node.core.ik.local.polish`); as the last resort the Jacobian
         solver with restarts.
 
         Returns:
