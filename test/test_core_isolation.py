@@ -55,10 +55,16 @@ def test_core_imports_and_runs_without_ros_or_urdf_libraries():
     assert int(result.stdout.strip().splitlines()[-1]) >= 2  # errors, rotations, ...
 
 
-# Each layer may import only the layers below it (DESIGN.md): module prefix ->
-# the ik_node modules it must not import.
+# Each layer may import only the layers below it (README, Layout): module prefix
+# -> the ik_node modules it must not import. Inside the core the folders follow
+# the data flow: kernels (everything numba compiles) -> model -> ik -> motion.
+ABOVE_THE_CORE = ('ik_node.urdf', 'ik_node.ros', 'ik_node.bench')
 LAYERS = {
-    'ik_node.core': ('ik_node.urdf', 'ik_node.ros', 'ik_node.bench'),
+    'ik_node.core': ABOVE_THE_CORE,
+    'ik_node.core.kernels': ('ik_node.core.model', 'ik_node.core.ik', 'ik_node.core.motion',
+                             'ik_node.core.rotations', 'ik_node.core.warm'),
+    'ik_node.core.model': ('ik_node.core.ik', 'ik_node.core.motion', 'ik_node.core.warm'),
+    'ik_node.core.ik': ('ik_node.core.motion', 'ik_node.core.warm'),
     'ik_node.urdf': ('ik_node.ros', 'ik_node.bench'),
     'ik_node.ros': ('ik_node.bench',),
 }
@@ -96,3 +102,35 @@ def test_the_layer_check_sees_a_violation(tmp_path):
     bad = tmp_path / 'bad.py'
     bad.write_text('def f():\n    from ik_node.urdf import chain_from_urdf_file\n')
     assert 'ik_node.urdf' in imports_of(bad)
+
+
+def test_the_package_has_no_import_cycle():
+    """No module reaches itself through imports (any import, functions included)."""
+    package = ROOT / 'ik_node'
+    modules = {}
+    for path in sorted(package.rglob('*.py')):
+        parts = path.relative_to(ROOT).with_suffix('').parts
+        name = '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+        modules[name] = path
+    graph = {name: sorted(m for m in imports_of(path) if m in modules and m != name)
+             for name, path in modules.items()}
+    done, on_path = set(), []
+
+    def visit(name):
+        if name in on_path:
+            return on_path[on_path.index(name):] + [name]
+        if name in done:
+            return None
+        on_path.append(name)
+        for dep in graph[name]:
+            cycle = visit(dep)
+            if cycle:
+                return cycle
+        on_path.pop()
+        done.add(name)
+        return None
+
+    for name in graph:
+        cycle = visit(name)
+        assert cycle is None, ' -> '.join(cycle)
+    assert len(graph) >= 50

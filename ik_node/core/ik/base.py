@@ -23,7 +23,6 @@ this, so they never look at which solver runs.
 """
 
 import abc
-import dataclasses
 from dataclasses import dataclass
 import math
 from typing import Any, ClassVar, Optional, Tuple
@@ -31,30 +30,12 @@ from typing import Any, ClassVar, Optional, Tuple
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels.base import ORTHONORMAL_TOL
+from ik_node.core.model.chain import fields_equal
 from ik_node.core.rotations import check_rotation_matrix
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def fields_equal(a, b):
-    """Value equality of two records of one dataclass whose fields may be arrays.
-
-    The generated ``==`` of a dataclass holding arrays raises (the truth value
-    of an array is ambiguous); this compares arrays with np.array_equal and
-    the other fields with ``==``. Records with it are unhashable.
-    """
-    if type(a) is not type(b):
-        return NotImplemented
-    for field in dataclasses.fields(a):
-        x, y = getattr(a, field.name), getattr(b, field.name)
-        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-            if not np.array_equal(x, y):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 @dataclass(frozen=True, eq=False)

@@ -48,6 +48,8 @@ from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.lm_constants import BIAS_FULL_ABOVE, DAMPING_DOWN, DAMPING_MAX, \
+    DAMPING_MIN, DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
 from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
@@ -62,29 +64,11 @@ except ImportError:  # pragma: no cover - other numpy layouts
 
 GOALS = ('pose', 'position', 'orientation')
 
-# Levenberg-Marquardt damping (same units as A: metres and radians).
-DAMPING_START = 1e-4
-DAMPING_MIN = 1e-6
-DAMPING_MAX = 1e3
-DAMPING_DOWN = 0.2
-DAMPING_UP = 10.0
-
-# Residual norm (weighted metres + radians) above which the null-space bias
-# toward the seed acts at full gain; below, it shrinks in proportion.
-BIAS_FULL_ABOVE = 0.1
-
 # Default wall-clock budget of a solve, seconds, per backend: the numpy
 # reference runs the same iterations ~50x slower than the compiled twin, so
 # it gets a larger budget to reach the same success rate (README, "Without
 # numba": measured with ik_bench ik --backend numpy --timeout).
 DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
-
-# An attempt is abandoned as a local minimum when the cost has fallen by
-# less than this fraction over STALL_WINDOW accepted iterations. Loose
-# values stop too early on the slow (linear) approach to a singular optimum,
-# e.g. the stretched arm for a target out of reach (measured: 5 cm short).
-STALL_FRACTION = 1e-5
-STALL_WINDOW = 8
 
 
 def inverse_right_jacobian(phi: FloatArray) -> FloatArray:

@@ -41,9 +41,9 @@ from ik_node.core.kernels import offset_wrist as offset_kernels
 from ik_node.core.kernels import srs as srs_kernels
 KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
 SOURCE_STAMP = 'numba-sources.sha256'
-# The core's sources: the kernels' compiled code depends on them (lm reads the
-# Jacobian solver's constants).
-CORE_DIR = Path(__file__).resolve().parents[1]
+# The sources the compiled code depends on: this folder (every kernel, and every
+# constant a kernel reads, lives here), so an edit elsewhere in the core keeps the cache.
+KERNEL_DIR = Path(__file__).resolve().parent
 
 
 def drop_stale_cache(sources, cache_dir: Path) -> bool:
@@ -132,11 +132,11 @@ def use_user_cache() -> Path:
 def cached_folder_of(source_dir: Path, *depends: Path) -> Path:
     """Return where numba caches source_dir's functions, its stale machine code dropped.
 
-    Stale: any source of the core (CORE_DIR) or of ``depends`` changed
+    Stale: any source of the kernels (KERNEL_DIR) or of ``depends`` changed
     (drop_stale_cache). Call after use_user_cache (numba's cache directory set).
     """
     folder = cache_subfolder(Path(os.environ['NUMBA_CACHE_DIR']), source_dir)
-    drop_stale_cache([CORE_DIR, *depends], folder)
+    drop_stale_cache([KERNEL_DIR, *depends], folder)
     return folder
 
 

@@ -25,7 +25,7 @@ iterates. Imported only when numba is installed.
 
 import math
 
-from ik_node.core.ik import jacobian as ref
+from ik_node.core.kernels import lm_constants as ref
 from ik_node.core.kernels.compile import K
 import numba
 import numpy as np

@@ -26,17 +26,37 @@ base frame, rows ``[linear velocity of the tip origin; angular velocity]``
 revolute joint, ``a_i`` over ``0`` for a prismatic one).
 """
 
+import dataclasses
 from dataclasses import dataclass
 import math
 from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.ik.base import fields_equal
 from ik_node.core.kernels import base as kernels
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def fields_equal(a, b):
+    """Value equality of two records of one dataclass whose fields may be arrays.
+
+    The generated ``==`` of a dataclass holding arrays raises (the truth value
+    of an array is ambiguous); this compares arrays with np.array_equal and
+    the other fields with ``==``. Records with it are unhashable.
+    """
+    if type(a) is not type(b):
+        return NotImplemented
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
 
 MOVABLE_TYPES = ('revolute', 'continuous', 'prismatic')
 JOINT_TYPES = MOVABLE_TYPES + ('fixed',)

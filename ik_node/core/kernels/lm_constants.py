@@ -1,0 +1,39 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The constants of the Levenberg-Marquardt descent, shared by both of its implementations.
+
+The numpy reference (:class:`ik_node.core.ik.jacobian.JacobianIK`) and its
+compiled twin (:mod:`ik_node.core.kernels.lm`) read them from here, so the
+compiled code depends on nothing outside this folder. No numba here: the
+reference runs without it.
+"""
+
+# Levenberg-Marquardt damping (same units as A: metres and radians).
+DAMPING_START = 1e-4
+DAMPING_MIN = 1e-6
+DAMPING_MAX = 1e3
+DAMPING_DOWN = 0.2
+DAMPING_UP = 10.0
+
+# Residual norm (weighted metres + radians) above which the null-space bias
+# toward the seed acts at full gain; below, it shrinks in proportion.
+BIAS_FULL_ABOVE = 0.1
+
+# An attempt is abandoned as a local minimum when the cost has fallen by
+# less than this fraction over STALL_WINDOW accepted iterations. Loose
+# values stop too early on the slow (linear) approach to a singular optimum,
+# e.g. the stretched arm for a target out of reach (measured: 5 cm short).
+STALL_FRACTION = 1e-5
+STALL_WINDOW = 8
