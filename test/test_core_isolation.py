@@ -134,3 +134,14 @@ def test_the_package_has_no_import_cycle():
         cycle = visit(name)
         assert cycle is None, ' -> '.join(cycle)
     assert len(graph) >= 50
+
+
+def test_no_module_of_the_package_imports_a_private_name_of_another():
+    """``from x import _y`` across modules: the closed forms once shared seven such names."""
+    found = []
+    for path in sorted((ROOT / 'ik_node').rglob('*.py')):
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            if isinstance(node, ast.ImportFrom) and (node.module or '').startswith('ik_node'):
+                found += [f'{path.name}: {node.module}.{a.name}' for a in node.names
+                          if a.name.startswith('_')]
+    assert found == []

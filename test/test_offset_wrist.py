@@ -21,8 +21,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain, InvalidInputError, JacobianIK, ModelError
+from ik_node.core.ik.closed_form.base import BRANCHES
 from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.ik.closed_form.srs import AnalyticSRS, BRANCHES
+from ik_node.core.ik.closed_form.srs import AnalyticSRS
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 import numpy as np

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ik_node import AnalyticSRS, Chain, InvalidInputError, JacobianIK, ModelError
 from ik_node.bench.analytic import offset_copy
 from ik_node.core import rotations as rot
-from ik_node.core.ik.closed_form.srs import BRANCHES
+from ik_node.core.ik.closed_form.base import BRANCHES
 import numpy as np
 from oracle import forward, pose_errors
 import pytest

@@ -40,7 +40,7 @@ from ik_node.core.ik.base import pose_error
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.kernels.base import rotation_vector
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.teleop import _screw_translation
+from ik_node.core.motion.teleop import screw_translation
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
@@ -120,7 +120,7 @@ def twist_between(a, b, dt, body):
         return (b[:3, 3] - a[:3, 3]) / dt, np.array(turn) / dt
     phi = np.array(rotation_vector(tuple((a[:3, :3].T @ b[:3, :3]).ravel())))
     local = a[:3, :3].T @ (b[:3, 3] - a[:3, 3])
-    v_matrix = np.column_stack([_screw_translation(phi, e) for e in np.eye(3)])
+    v_matrix = np.column_stack([screw_translation(phi, e) for e in np.eye(3)])
     return np.linalg.solve(v_matrix, local) / dt, phi / dt
 
 

@@ -67,14 +67,14 @@ def integrate_twist(pose: FloatArray, linear: FloatArray, angular: FloatArray, d
     move = dt * np.asarray(linear, dtype=np.float64)
     if body:
         quat = quat_multiply(x, y, z, w, tx, ty, tz, tw)
-        p_new = p + r @ _screw_translation(phi, move)
+        p_new = p + r @ screw_translation(phi, move)
     else:
         quat = quat_multiply(tx, ty, tz, tw, x, y, z, w)
         p_new = p + move
     return pose_matrix(quat_to_matrix(*quat), p_new)
 
 
-def _screw_translation(phi: FloatArray, move: FloatArray) -> FloatArray:
+def screw_translation(phi: FloatArray, move: FloatArray) -> FloatArray:
     """V(phi) @ move: displacement (3,) of a frame turning by phi (3,) while moving ``move``."""
     t2 = float(phi @ phi)
     t = math.sqrt(t2)

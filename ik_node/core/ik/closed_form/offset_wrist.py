@@ -40,9 +40,10 @@ from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import check_pose, IKResult
-from ik_node.core.ik.closed_form.srs import _check_planar_elbow, _line_gap, _meeting_point, \
-    _model_of, _ORDERS, _point_line_distance, _zero_geometry, BRANCHES, distinct, \
-    KernelSolver, MEET_TOL_M, ORIENTATION_TOL_RAD, POSITION_TOL_M, REACH_TOL_M, SRSModel
+from ik_node.core.ik.closed_form.base import BRANCH_ORDERS, BRANCHES, check_planar_elbow, \
+    ClosedFormSolver, distinct, line_gap, MEET_TOL_M, meeting_point, model_of, \
+    ORIENTATION_TOL_RAD, point_line_distance, POSITION_TOL_M, REACH_TOL_M, SRSModel, \
+    zero_geometry
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import offset_wrist as offset_kernels
 from ik_node.core.kernels.backend import load_compiled
@@ -108,16 +109,16 @@ class OffsetWristModel:
 
 def offset_wrist_model(chain: Chain) -> OffsetWristModel:
     """Recognise an offset-wrist arm in ``chain``; raise ModelError saying what fails."""
-    axes, points, tip = _zero_geometry(chain, KIND)
-    shoulder = _meeting_point(axes, points, (0, 1, 2), 'shoulder', KIND)
-    wrist = _meeting_point(axes, points, (4, 5), 'wrist', KIND)
-    offset7 = _point_line_distance(wrist, points[6], axes[6])
+    axes, points, tip = zero_geometry(chain, KIND)
+    shoulder = meeting_point(axes, points, (0, 1, 2), 'shoulder', KIND)
+    wrist = meeting_point(axes, points, (4, 5), 'wrist', KIND)
+    offset7 = point_line_distance(wrist, points[6], axes[6])
     if offset7 <= MEET_TOL_M:
         raise ModelError(f'not {KIND}: axis 7 passes through the wrist point (an SRS arm)')
-    _check_planar_elbow(axes, points, shoulder, wrist, KIND)
-    arm = _model_of(chain, axes, points, tip, shoulder, wrist, KIND)
+    check_planar_elbow(axes, points, shoulder, wrist, KIND)
+    arm = model_of(chain, axes, points, tip, shoulder, wrist, KIND)
     try:
-        _line_gap(points[4], axes[4], points[5], axes[5])
+        line_gap(points[4], axes[4], points[5], axes[5])
     except ModelError:
         raise ModelError(f'not {KIND}: axes 5 and 6 are parallel') from None
     w5, w6 = axes[4], axes[5]
@@ -129,12 +130,12 @@ def offset_wrist_model(chain: Chain) -> OffsetWristModel:
                             normal6=normal6, offset7=offset7)
 
 
-class AnalyticOffsetWrist(KernelSolver):
+class AnalyticOffsetWrist(ClosedFormSolver):
     """Closed-form IK of an offset-wrist 7-DoF arm: q7 or swivel given, every branch, limits.
 
     Build with :meth:`from_chain` (ModelError when the chain is not in the
     class). A branch is (elbow, shoulder, root) signs, rows of
-    :data:`ik_node.core.ik.closed_form.srs.BRANCHES`.
+    :data:`ik_node.core.ik.closed_form.base.BRANCHES`.
     """
 
     name = 'analytic'
@@ -434,7 +435,7 @@ class AnalyticOffsetWrist(KernelSolver):
             moved = self._coarse_move(target, q7_default, q_ref)
             if moved is None:
                 preferred = None if q_ref is None else self._swivel_and_branch(q_ref)[1]
-                order = BRANCHES if preferred is None else _ORDERS[preferred]
+                order = BRANCHES if preferred is None else BRANCH_ORDERS[preferred]
                 moved = self._nearest_feasible(target, q7_default, order, preferred)
             if moved is None:
                 return self._result(start, q, False, pos, rot, gap,

@@ -38,28 +38,27 @@ angle. References: Tolani, Goswami & Badler 2000 (IKAN); Shimizu et al. 2008
 (joint limits as swivel-angle intervals).
 """
 
-from dataclasses import dataclass
 import math
 import time
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik import local as local_ik
-from ik_node.core.ik.base import check_pose, IKResult, IKSolver
+from ik_node.core.ik.base import check_pose, IKResult
+from ik_node.core.ik.closed_form.base import BRANCH_ORDERS, BRANCHES, check_planar_elbow, \
+    ClosedFormSolver, compiled_entry, distinct, MEET_TOL_M, meeting_point, model_of, \
+    ORIENTATION_TOL_RAD, PARALLEL_SIN, point_line_distance, POSITION_TOL_M, REACH_TOL_M, \
+    residual_norms, SRSModel, zero_geometry
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import srs as srs_kernels
 from ik_node.core.kernels.backend import load_compiled
-from ik_node.core.kernels.base import ORTHONORMAL_TOL
 from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-# Two axes "meet" when their closest points are nearer than this (URDF
-# numbers are given to 1e-4 m or better; 1e-6 m accepts rounding only).
-MEET_TOL_M = 1e-6
 # A chain whose axes miss an exact SRS geometry by more than MEET_TOL_M but
 # at most this (metres: the largest distance of the shoulder / wrist point
 # from its three axes, or between their projections on the elbow axis) is a
@@ -92,123 +91,16 @@ SWEEP_LIMIT_MARGIN = 0.1
 # the Jacobian solver with restarts (to its default 1e-6), from the polish's
 # best, for at most this long (s), then the Gauss-Newton polish again.
 RESCUE_BUDGET_S = 0.02
-# Below this sine of their angle, two axes count as parallel.
-PARALLEL_SIN = 1e-9
 # Near a stretched elbow (swivel-circle radius below this fraction of the
 # upper arm) the swivel of a reference configuration is noise-dominated; the
 # swivel is then chosen by least joint motion: a grid, then golden section.
 STRETCHED_RADIUS = 0.05
 SWIVEL_SEARCH_GRID = 24
 SWIVEL_SEARCH_STEPS = 40
-# A wrist centre this far beyond the reach (or inside the fold) is still
-# accepted as reachable: a target built from an exactly stretched arm
-# computes as out of reach by rounding (~1e-16 m).
-REACH_TOL_M = 1e-9
-# Success of an analytic solve: residuals below these (the closed form is
-# exact to ~1e-12; this only flags genuine misses such as a clamped reach).
-POSITION_TOL_M = 1e-9
-ORIENTATION_TOL_RAD = 1e-9
 # Grid of swivel angles on which joint-limit crossings are bracketed, then
 # refined by bisection to BISECTION_STEPS halvings (2 pi / 720 / 2^45 < 1e-15).
 SWIVEL_GRID = 720
 BISECTION_STEPS = 45
-
-# The 8 branches: (elbow, shoulder, wrist) signs.
-BRANCHES = np.array([(e, s, w) for e in (1, -1) for s in (1, -1) for w in (1, -1)],
-                    dtype=np.float64)
-
-
-# Branch orders with each branch first (the rest in BRANCHES order), built once.
-_ORDERS = {tuple(int(v) for v in first): np.ascontiguousarray(np.concatenate(
-    (first[None], BRANCHES[np.any(BRANCHES != first, axis=1)]))) for first in BRANCHES}
-
-
-def _line_gap(p1, w1, p2, w2) -> Tuple[float, FloatArray]:
-    """Distance between two lines and the point on line 2 closest to line 1."""
-    n = np.cross(w1, w2)
-    sn = float(np.linalg.norm(n))
-    if sn < PARALLEL_SIN:
-        raise ModelError('parallel')
-    gap = abs(float(np.dot(p2 - p1, n))) / sn
-    # Closest point on line 2: p2 + t w2, with (p2 + t w2 - p1) . (w1 x n) = 0.
-    t = float(np.dot(p1 - p2, np.cross(w1, n))) / float(np.dot(w2, np.cross(w1, n)))
-    return gap, p2 + t * w2
-
-
-def _point_line_distance(x, p, w) -> float:
-    d = x - p
-    return float(np.linalg.norm(d - np.dot(d, w) * w))
-
-
-@dataclass(frozen=True)
-class SRSModel:
-    """Geometry of an SRS arm at its zero configuration, base frame, metres."""
-
-    axes: FloatArray         # (7, 3) unit world axes w_i
-    shoulder: FloatArray     # (3,) S
-    elbow0: FloatArray       # (3,) E0, on axis 4
-    wrist0: FloatArray       # (3,) W0
-    upper_arm: float         # L1
-    forearm: float           # L2
-    wrist_in_tip: FloatArray  # (3,) W in the tip frame
-    tip_rotation0: FloatArray  # (3, 3) R_M
-    lower: FloatArray        # (7,)
-    upper: FloatArray        # (7,)
-    reach_low: float         # shoulder-wrist distances the elbow's limits allow, m
-    reach_high: float
-
-
-def compiled_entry(dispatcher):
-    """Return the machine-code entry of a numba function compiled for one signature, or None.
-
-    Calling it skips numba's type dispatch (resolving a named tuple of arrays
-    costs ~2 us, more than a polish iteration); only for arguments of that
-    signature (the caller checks dtype and layout; the rest are its own).
-    """
-    try:
-        signatures = dispatcher.signatures
-        if len(signatures) != 1:
-            return None
-        return dispatcher.overloads[signatures[0]].entry_point
-    except (AttributeError, KeyError):   # another numba's internals: dispatch as usual
-        return None
-
-
-def residual_norms(r: FloatArray) -> Tuple[float, float]:
-    """Position (m) and orientation (rad) norms of a pose residual (6,)."""
-    x, y, z, rx, ry, rz = r.tolist()
-    return math.sqrt(x * x + y * y + z * z), math.sqrt(rx * rx + ry * ry + rz * rz)
-
-
-def distinct(qs: FloatArray) -> List[FloatArray]:
-    """Rows of qs (K, n) with the repeats (within 1e-9 rad) left out, in order."""
-    unique: List[FloatArray] = []
-    for q in qs:
-        if not any(np.allclose(q, other, atol=1e-9) for other in unique):
-            unique.append(q)
-    return unique
-
-
-def _zero_geometry(chain: Chain, kind: str = 'an SRS arm'
-                   ) -> Tuple[FloatArray, FloatArray, FloatArray]:
-    """World axes (7, 3), points on them (7, 3) and the tip pose (4, 4) at q = 0.
-
-    ``kind`` names the class of arm in the error messages.
-
-    Raises:
-        ModelError: not 7 revolute joints (no prismatic or mimic joints).
-
-    """
-    if chain.n != 7:
-        raise ModelError(f'not {kind}: {chain.n} free joints, {kind} has 7')
-    if chain._has_prismatic or not chain._identity_map or chain._axis.shape[0] != 7:
-        raise ModelError(f'not {kind}: needs 7 revolute joints, no prismatic or mimic joints')
-    rows, tip_r, tip_p = chain.frames([0.0] * 7)
-    frames = np.array(rows)
-    axes = np.einsum('jab,jb->ja', frames[:, :9].reshape(7, 3, 3), chain._axis)
-    tip = np.eye(4)
-    tip[:3, :3], tip[:3, 3] = np.reshape(tip_r, (3, 3)), tip_p
-    return axes, frames[:, 9:], tip
 
 
 def _least_squares_point(points: FloatArray, axes: FloatArray) -> Tuple[FloatArray, float]:
@@ -229,7 +121,7 @@ def _least_squares_point(points: FloatArray, axes: FloatArray) -> Tuple[FloatArr
     if np.linalg.cond(normal) > 1.0 / PARALLEL_SIN:
         raise ModelError('parallel')
     x: FloatArray = np.linalg.solve(normal, rhs).astype(np.float64)
-    return x, max(_point_line_distance(x, p, w) for p, w in zip(points, axes))
+    return x, max(point_line_distance(x, p, w) for p, w in zip(points, axes))
 
 
 def nearest_srs_model(chain: Chain) -> Tuple[SRSModel, float]:
@@ -246,7 +138,7 @@ def nearest_srs_model(chain: Chain) -> Tuple[SRSModel, float]:
         ModelError: the chain is not SRS in structure (see :func:`srs_model`).
 
     """
-    axes, points, tip = _zero_geometry(chain)
+    axes, points, tip = zero_geometry(chain)
     try:
         shoulder, miss_s = _least_squares_point(points[:3], axes[:3])
         wrist, miss_w = _least_squares_point(points[4:], axes[4:])
@@ -255,120 +147,20 @@ def nearest_srs_model(chain: Chain) -> Tuple[SRSModel, float]:
     w4, p4 = axes[3], points[3]
     shift = float(np.dot(wrist - p4, w4)) - float(np.dot(shoulder - p4, w4))
     wrist = wrist - shift * w4
-    model = _model_of(chain, axes, points, tip, shoulder, wrist)
+    model = model_of(chain, axes, points, tip, shoulder, wrist)
     return model, max(miss_s, miss_w, abs(shift))
-
-
-def _meeting_point(axes: FloatArray, points: FloatArray, joints: Sequence[int], label: str,
-                   kind: str) -> FloatArray:
-    """Point (3,) where the axes of ``joints`` (2 or 3 indices) meet; ModelError if they miss.
-
-    ``label`` names the group (shoulder, wrist), ``kind`` the class of arm, in the message.
-    """
-    i, j = joints[0], joints[1]
-    names = f'{joints[0] + 1}-{joints[-1] + 1}'
-    try:
-        gap, point = _line_gap(points[i], axes[i], points[j], axes[j])
-    except ModelError:
-        raise ModelError(f'not {kind}: axes of joints {i + 1} and {j + 1} are parallel, so the '
-                         f'{label} joints do not meet in one point') from None
-    for k in joints[2:]:
-        gap = max(gap, _point_line_distance(point, points[k], axes[k]))
-    if gap > MEET_TOL_M:
-        raise ModelError(f'not {kind}: axes of joints {names} ({label}) miss each other by '
-                         f'{gap:.3g} m (tolerance {MEET_TOL_M:g} m)')
-    return point
 
 
 def srs_model(chain: Chain) -> SRSModel:
     """Recognise an exact SRS arm in ``chain``; raise ModelError saying which condition fails."""
-    axes, points, tip = _zero_geometry(chain)
-    shoulder = _meeting_point(axes, points, (0, 1, 2), 'shoulder', 'an SRS arm')
-    wrist = _meeting_point(axes, points, (4, 5, 6), 'wrist', 'an SRS arm')
-    _check_planar_elbow(axes, points, shoulder, wrist, 'an SRS arm')
-    return _model_of(chain, axes, points, tip, shoulder, wrist)
+    axes, points, tip = zero_geometry(chain)
+    shoulder = meeting_point(axes, points, (0, 1, 2), 'shoulder', 'an SRS arm')
+    wrist = meeting_point(axes, points, (4, 5, 6), 'wrist', 'an SRS arm')
+    check_planar_elbow(axes, points, shoulder, wrist, 'an SRS arm')
+    return model_of(chain, axes, points, tip, shoulder, wrist)
 
 
-def _check_planar_elbow(axes: FloatArray, points: FloatArray, shoulder: FloatArray,
-                        wrist: FloatArray, kind: str) -> None:
-    """Raise ModelError unless shoulder and wrist (3,) project onto axis 4 at one point."""
-    w4, p4 = axes[3], points[3]
-    s_along = float(np.dot(shoulder - p4, w4))
-    w_along = float(np.dot(wrist - p4, w4))
-    if abs(s_along - w_along) > MEET_TOL_M:
-        raise ModelError(f'not {kind}: the shoulder and wrist points project onto the elbow '
-                         f'axis (joint 4) {abs(s_along - w_along):.3g} m apart, so the elbow does '
-                         'not bend in one plane')
-
-
-def _model_of(chain: Chain, axes: FloatArray, points: FloatArray, tip: FloatArray,
-              shoulder: FloatArray, wrist: FloatArray, kind: str = 'an SRS arm') -> SRSModel:
-    """Build the SRSModel of shoulder, wrist points (3,), elbow on axis 4 (ModelError if bad)."""
-    w4, p4 = axes[3], points[3]
-    elbow = p4 + float(np.dot(shoulder - p4, w4)) * w4
-    upper_arm = float(np.linalg.norm(elbow - shoulder))
-    forearm = float(np.linalg.norm(wrist - elbow))
-    if upper_arm < MEET_TOL_M or forearm < MEET_TOL_M:
-        raise ModelError(f'not {kind}: the elbow axis passes through the shoulder or wrist '
-                         'point (zero-length upper arm or forearm)')
-    if np.linalg.norm(np.cross(axes[0], axes[1])) < PARALLEL_SIN or \
-            np.linalg.norm(np.cross(axes[4], axes[5])) < PARALLEL_SIN:
-        raise ModelError(f'not {kind}: consecutive shoulder or wrist axes are parallel')
-    reach_low, reach_high = _reach_range(elbow - shoulder, wrist - elbow, w4,
-                                         chain.lower[3], chain.upper[3])
-    return SRSModel(axes=axes, shoulder=shoulder, elbow0=elbow, wrist0=wrist,
-                    upper_arm=upper_arm, forearm=forearm,
-                    wrist_in_tip=tip[:3, :3].T @ (wrist - tip[:3, 3]),
-                    tip_rotation0=tip[:3, :3].copy(), lower=chain.lower.copy(),
-                    upper=chain.upper.copy(), reach_low=reach_low, reach_high=reach_high)
-
-
-def _reach_range(a, b, w4, lower4, upper4) -> Tuple[float, float]:
-    """Smallest and largest |W - S| over the elbow angles within joint 4's limits.
-
-    With a = E0 - S and b = W0 - E0 (zero configuration),
-    |W - S|^2 = |a|^2 + |b|^2 + 2 rho cos(q4 - phase) (law of cosines, see
-    AnalyticSRS._elbow): the extremes are at q4 = phase (+ k pi) when inside
-    the limits, else at a limit.
-    """
-    a1, a2 = float(a @ b), float(a @ np.cross(w4, b))
-    rho, phase = math.hypot(a1, a2), math.atan2(a2, a1)
-    base = float(a @ a + b @ b)
-    lo4 = max(lower4, phase - 2.0 * math.pi)
-    hi4 = min(upper4, phase + 2.0 * math.pi)
-    candidates = [lo4, hi4] + [phase + k * math.pi for k in (-2, -1, 0, 1, 2)
-                               if lo4 <= phase + k * math.pi <= hi4]
-    values = [math.sqrt(max(base + 2.0 * rho * math.cos(c - phase), 0.0)) for c in candidates]
-    return min(values), max(values)
-
-
-class KernelSolver(IKSolver):
-    """What the closed-form solvers share: calling one-source kernels on either backend.
-
-    Subclasses set ``backend`` ('numba' or 'numpy') and ``_k`` (the kernels
-    module of that backend).
-    """
-
-    backend: str
-    _k: Any
-
-    def _rows(self, count: int, width: int):
-        """Scratch rows for a kernel: an array compiled, a list under CPython."""
-        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
-
-    def _arg(self, array: FloatArray):
-        """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
-        return array if self.backend == 'numba' else array.tolist()
-
-    def _check_pose(self, pose) -> FloatArray:
-        """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
-        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
-                and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
-            return pose
-        return check_pose(pose)  # raises with the reason
-
-
-class AnalyticSRS(KernelSolver):
+class AnalyticSRS(ClosedFormSolver):
     """Closed-form IK of a 7-DoF SRS arm: every branch, swivel angle, pole target, limits.
 
     Build with :meth:`from_chain`; raises ModelError when the chain is not SRS.
@@ -974,7 +766,7 @@ class AnalyticSRS(KernelSolver):
         """(8, 3) branches: the preferred one first, then BRANCHES' fixed order."""
         if preferred is None:
             return BRANCHES
-        return _ORDERS[tuple(int(v) for v in preferred)]
+        return BRANCH_ORDERS[tuple(int(v) for v in preferred)]
 
     def _errors(self, target: FloatArray, q: FloatArray) -> Tuple[float, float]:
         _, tip_r, tip_p = self.chain.frames(q.tolist())
