@@ -30,8 +30,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
+from ik_node.core.motion.paths import figure_eight
 from ik_node.core.motion.tracker import TrackerConfig
-from ik_node.core.rotations import axis_angle_to_quaternion, multiply
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
 from ik_node.urdf import bundled_urdf
@@ -45,15 +45,6 @@ ACCELERATION = TrackerConfig().max_joint_acceleration
 # and compiles its kernels in the background; a very busy machine is slow).
 STARTUP_TIMEOUT_S = 300.0
 PROGRESS_S = 5.0
-
-
-def figure_eight(t, center, size, period):
-    """Target pose (position, quaternion) of a lemniscate with a rocking tool at time t."""
-    a = 2.0 * np.pi * t / period
-    p = center + size * np.array([0.0, np.sin(a), np.sin(a) * np.cos(a)])
-    down = axis_angle_to_quaternion([0.0, 1.0, 0.0], np.pi)  # tool pointing down
-    rock = axis_angle_to_quaternion([1.0, 0.0, 0.0], 0.35 * np.sin(a))
-    return p, multiply(rock, down)
 
 
 class Demo(NodeProcess):
