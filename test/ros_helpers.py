@@ -27,7 +27,11 @@ import time
 # free_domain() probes 120-230.
 _FIRST_DOMAIN = 1
 _DOMAIN_COUNT = 100
-_LOCK_DIR = os.path.join(tempfile.gettempdir(), 'ik_node_test_domains')
+# A test run holds at most this many domains (then reuses its own in turn), so
+# that five runs on one machine (CI beside a developer's) all find free ones.
+_MOST_HELD = 20
+_LOCK_DIR = os.environ.get('IK_TEST_DOMAIN_LOCKS') or \
+    os.path.join(tempfile.gettempdir(), 'ik_node_test_domains')   # a test sets its own
 _held = []      # (domain, open lock file) this process holds until it exits
 _next_own = [0]
 
@@ -38,13 +42,14 @@ def unique_domain_id():
     Each domain is claimed with an exclusive lock on a file in the temp
     directory, held until this process exits (the OS releases it even after
     a crash), so two test runs on one machine never share a domain. A new id
-    is taken per call while free ones remain; then this process's own ids are
-    reused in turn (their earlier users have stopped by then).
+    is taken per call while free ones remain and this process holds fewer
+    than _MOST_HELD; then this process's own ids are reused in turn (their
+    earlier users have stopped by then).
     """
     os.makedirs(_LOCK_DIR, exist_ok=True)
     start = os.getpid() % _DOMAIN_COUNT
     taken = {domain for domain, _ in _held}
-    for k in range(_DOMAIN_COUNT):
+    for k in range(_DOMAIN_COUNT if len(_held) < _MOST_HELD else 0):
         domain = _FIRST_DOMAIN + (start + len(_held) + k) % _DOMAIN_COUNT
         if domain in taken:
             continue

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -75,3 +76,18 @@ def test_joint_state_round_trip_over_dds_loopback():
             'no JointState came back over DDS loopback within 10 s'
         assert list(received[0].name) == ['a', 'b']
         assert list(received[0].position) == [0.25, -1.5]
+
+
+def test_one_test_run_leaves_ros_domains_for_the_others(tmp_path):
+    """A run holds at most 20 domains: a second run beside it (CI, a developer) finds free ones.
+
+    Before, every run took a new domain per node until it held all 100, and the
+    next run on the machine failed with 'every ROS domain 1-100 is held'.
+    """
+    script = ('import sys; sys.path.insert(0, sys.argv[1]); import ros_helpers; '
+              'print(len({ros_helpers.unique_domain_id() for _ in range(60)}))')
+    out = subprocess.run([sys.executable, '-c', script, str(Path(__file__).parent)],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, IK_TEST_DOMAIN_LOCKS=str(tmp_path)))
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 20   # the machine's other runs do not count: its own lock folder
