@@ -81,6 +81,7 @@ def line_gap(p1, w1, p2, w2) -> Tuple[float, FloatArray]:
 
 
 def point_line_distance(x, p, w) -> float:
+    """Distance (m) of the point x (3,) from the line through p (3,) along the unit w (3,)."""
     d = x - p
     return float(np.linalg.norm(d - np.dot(d, w) * w))
 
