@@ -199,7 +199,12 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived():
 def test_a_short_soak_has_no_failure_and_no_gross_leak():
     report = soak(minutes=0.5, seed=3, interval_s=10.0, domain=unique_domain_id())
     assert not any(report['failures'].values()), report['failures']
-    assert report['targets_sent'] > 100 and report['targets_received'] == report['targets_sent']
+    # Every target is handled or counted: on a busy machine the keep-last queue may
+    # drop a target of a 100 Hz stream before the node reads it (the newest wins, as
+    # the README says); the node counts it. The last target is reached (failures).
+    assert report['targets_received'] > 100
+    assert report['targets_received'] + report['targets_dropped_unread'] == \
+        report['targets_sent'], report
     # A gross leak only (~2,000 targets in 30 s); `ik_bench soak` measures the slope.
     assert report['rss_growth_after_first_interval_mib'] < 16.0, report['rows']
     assert report['joint_states'] > 0 and len(report['rows']) >= 3, report

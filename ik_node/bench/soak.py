@@ -155,6 +155,7 @@ def _verdict(session, rows, reached_s, alive, code, minutes) -> dict:
         'benchmark': 'soak', 'machine': machine_info(), 'minutes': minutes,
         'targets_sent': session.targets, 'poles_sent': session.poles,
         'targets_received': session.count('targets_received'),
+        'targets_dropped_unread': session.count('targets_dropped_unread'),
         'joint_states': int(stamps.size),
         'joint_states_rate_hz': float(stamps.size / max(stamps[-1] - stamps[0], 1e-9)),
         'period_p50_ms': float(np.percentile(periods, 50) * 1e3),
