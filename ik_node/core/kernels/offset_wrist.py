@@ -36,11 +36,13 @@ Then q1-q3 split the shoulder rotation (two solutions), and q5, q6 the wrist
 rotation R_04^T R_06 = Rot(w5, q5) Rot(w6, q6) (one). 2 elbow x 2 root x 2
 shoulder = 8 branches per q7; the Panda's elbow limits leave one elbow sign.
 
-The model ``m`` extends the SRS kernels' tuple (srs_kernels docstring; its
-fields 0-14 keep their meaning, so srs_kernels.elbow_part applies; field 4
-is the point on axis 7 in the tip frame) with: 15 axis 7's direction in the
-tip frame (3), 16 W0 minus that point in the tip frame (3), 17 a unit vector
-normal to w6 (3), 18 w5 . w6. A branch is (elbow, shoulder, root) signs,
+The model ``m`` is the SRS kernels' tuple (their fields, AXES ... REACH_HIGH,
+read as m[FIELD]; srs_kernels.elbow_part applies as it is) but for one slot:
+POINT7_IN_TIP, a point on axis 7 in the tip frame, where the SRS model has its
+wrist centre (elbow_part does not read it); and four fields more:
+AXIS7_IN_TIP (axis 7's direction in the tip frame, 3), WRIST_FROM_POINT7 (W0
+minus that point, tip frame, 3), NORMAL_TO_AXIS6 (a unit vector normal to w6,
+3), AXIS5_DOT_AXIS6 (w5 . w6). A branch is (elbow, shoulder, root) signs,
 rows in BRANCHES order (row 4 i_e + 2 i_s + i_r), as on the SRS arm.
 """
 
@@ -49,8 +51,9 @@ import math
 from ik_node.core.kernels.base import add3, chain_frames, cross3, dot3, mat_mul, mat_mul_t, \
     mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, unit3, vec3
-from ik_node.core.kernels.srs import branch_row, elbow_part, elbow_point, into_limits, sp1, \
-    spherical_within, swivel_basis, wrap_angle
+from ik_node.core.kernels.srs import AXES, branch_row, elbow_part, ELBOW_PHASE, elbow_point, \
+    into_limits, LOWER, NO_BRANCH_WITHIN_LIMITS, REACH_HIGH, REACH_LOW, SHOULDER, sp1, \
+    spherical_within, swivel_basis, TIP_ROTATION_ZERO, UPPER, WITHIN_LIMITS, wrap_angle
 
 # Below this |(A, B)| the cone condition does not depend on the swivel angle
 # (u along the axis-5 direction's own cone axis): every psi or none.
@@ -63,9 +66,13 @@ NO_ROOT_MARGIN = -1000.0
 REACH_NUDGE = 1e-7
 # Room for every reach sample: 2 extremes and 4 edges x 2 sides, 7 shifts each.
 REACH_SAMPLES = 70
-# Status of solve_ordered (as srs_kernels).
-WITHIN_LIMITS = 0
-NO_BRANCH_WITHIN_LIMITS = 2
+# Fields this model adds to the SRS model's (read as m[FIELD], as there); the
+# SRS slot WRIST_IN_TIP holds a point on axis 7 here.
+POINT7_IN_TIP = 4        # a point on axis 7, tip frame (3)
+AXIS7_IN_TIP = 15        # axis 7's direction, tip frame (3)
+WRIST_FROM_POINT7 = 16   # W0 minus that point, tip frame (3)
+NORMAL_TO_AXIS6 = 17     # a unit vector normal to w6 (3)
+AXIS5_DOT_AXIS6 = 18     # w5 . w6
 
 
 def undo_joint7(target_r, target_p, q7, m):
@@ -74,7 +81,7 @@ def undo_joint7(target_r, target_p, q7, m):
     The second is R_06 R_M: the target's rotation with joint 7 undone, what
     srs_kernels.elbow_part takes as its target rotation.
     """
-    p7, w7, r7 = m[4], m[15], m[16]
+    p7, w7, r7 = m[POINT7_IN_TIP], m[AXIS7_IN_TIP], m[WRIST_FROM_POINT7]
     undo = rodrigues(w7[0], w7[1], w7[2], -q7)
     wrist_in_tip = add3(vec3(p7), mat_vec(undo, vec3(r7)))
     return add3(target_p, mat_vec(target_r, wrist_in_tip)), mat_mul(target_r, undo)
@@ -92,7 +99,8 @@ def reach_q7s(rows, m, out):
     minimum, then the up to four roots (NaN where none).
     """
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
-    shoulder, p7, w7, r7, reach_low, reach_high = m[1], m[4], m[15], m[16], m[13], m[14]
+    shoulder, p7, w7, r7 = m[SHOULDER], m[POINT7_IN_TIP], m[AXIS7_IN_TIP], m[WRIST_FROM_POINT7]
+    reach_low, reach_high = m[REACH_LOW], m[REACH_HIGH]
     w, r = vec3(w7), vec3(r7)
     along = scale3(dot3(w, r), w)
     c = sub3(add3(target_p, mat_vec(target_r, add3(vec3(p7), along))), shoulder)
@@ -140,7 +148,8 @@ def parameter_geometry(target_r, target_p, q7, m):
     u: unit shoulder->wrist direction; d its distance, d_clamped clamped to
     the reach; z6 = R_06 w6, axis 6 in the base frame.
     """
-    axes, shoulder, tip_rotation0, reach_low, reach_high = m[0], m[1], m[5], m[13], m[14]
+    axes, shoulder, tip_rotation0 = m[AXES], m[SHOULDER], m[TIP_ROTATION_ZERO]
+    reach_low, reach_high = m[REACH_LOW], m[REACH_HIGH]
     wrist, undone = undo_joint7(target_r, target_p, q7, m)
     u, d = unit3(sub3(wrist, shoulder))
     d_clamped = min(max(d, reach_low), reach_high)
@@ -171,18 +180,18 @@ def elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m):
     See cone_roots; q4 is that elbow sign's joint 4. e1: the swivel basis'
     first vector (psi = 0).
     """
-    axes = m[0]
+    axes = m[AXES]
     q4, r03, _ = elbow_part(elbow_sign, d_clamped, u, e1, undone, m)
     w4, w5 = vec3(axes[3]), vec3(axes[4])
     v = mat_vec(mat_mul(r03, rodrigues(w4[0], w4[1], w4[2], q4)), w5)
-    phi, half, k = cone_roots(u, v, z6, m[18])
+    phi, half, k = cone_roots(u, v, z6, m[AXIS5_DOT_AXIS6])
     return phi, half, k, q4
 
 
 def root_solution(elbow_sign, psi, u, e1, e2, d_clamped, undone, fallback5, m):
     """Return (q4, R_03, q5, q6) of one elbow sign at swivel psi (a root of the cone)."""
-    axes = m[0]
-    w5, w6, x6 = vec3(axes[4]), vec3(axes[5]), vec3(m[17])
+    axes = m[AXES]
+    w5, w6, x6 = vec3(axes[4]), vec3(axes[5]), vec3(m[NORMAL_TO_AXIS6])
     radial = add3(scale3(math.cos(psi), e1), scale3(math.sin(psi), e2))
     q4, r03, r_wrist = elbow_part(elbow_sign, d_clamped, u, radial, undone, m)
     q5 = sp1(w5, w6, mat_vec(r_wrist, w6), fallback5)
@@ -197,7 +206,7 @@ def solve_one(target_r, target_p, q7, elbow_sign, shoulder_sign, root_sign, fall
     gap = max(|d - d_clamped|, |k| - 1): <= 0 (to rounding) when the branch
     reaches the pose exactly (then q is its solution, before limits).
     """
-    axes, lower, upper = m[0], m[11], m[12]
+    axes, lower, upper = m[AXES], m[LOWER], m[UPPER]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     phi, half, k, _ = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)
@@ -219,7 +228,7 @@ def all_branches(target_r, target_p, q7, fallback1, fallback5, m, out, gaps, pru
     sign with a gap or its q4 beyond a limit gets rows holding only q4 and q7
     (zeros else).
     """
-    axes, lower, upper = m[0], m[11], m[12]
+    axes, lower, upper = m[AXES], m[LOWER], m[UPPER]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])
@@ -291,7 +300,7 @@ def margin_grid(rows, q7s, gap_tol, m, every, gaps, out):
     target_r, target_p = rotation_of_rows(rows), translation_of_rows(rows)
     for g in range(len(q7s)):
         all_branches(target_r, target_p, q7s[g], 0.0, 0.0, m, every, gaps, True)
-        out[g] = margins_of(every, gaps, gap_tol, m[11], m[12])
+        out[g] = margins_of(every, gaps, gap_tol, m[LOWER], m[UPPER])
 
 
 def branch_grid(rows, q7s, gap_tol, m, every, gaps, qs, margins):
@@ -306,7 +315,7 @@ def branch_grid(rows, q7s, gap_tol, m, every, gaps, qs, margins):
         for row in range(8):
             qs[8 * g + row] = (every[row][0], every[row][1], every[row][2], every[row][3],
                                every[row][4], every[row][5], every[row][6])
-        margins[g] = margins_of(every, gaps, gap_tol, m[11], m[12])
+        margins[g] = margins_of(every, gaps, gap_tol, m[LOWER], m[UPPER])
 
 
 def root_edge(rows, elbow_sign, valid, invalid, gap_tol, steps, m):
@@ -342,7 +351,7 @@ def row_margin(target_r, target_p, q7, row, gap_tol, m):
     q, gap = solve_one(target_r, target_p, q7, 1.0 if row < 4 else -1.0,
                        1.0 if row % 4 < 2 else -1.0, 1.0 if row % 2 == 0 else -1.0, 0.0, 0.0,
                        m)
-    return branch_margin(q, gap, gap_tol, m[11], m[12])
+    return branch_margin(q, gap, gap_tol, m[LOWER], m[UPPER])
 
 
 def _coarse_cost(q, q_ref, use_ref, q7, wanted):
@@ -359,7 +368,7 @@ def _coarse_cost(q, q_ref, use_ref, q7, wanted):
 def _coarse_candidate(target_r, target_p, q7, q_ref, use_ref, wanted, gap_tol, m, every,
                       gaps, best_cost, best_q7, best_row):
     """Fold the branches at q7 into the best (cost, q7, row) so far (see coarse_move)."""
-    lower, upper = m[11], m[12]
+    lower, upper = m[LOWER], m[UPPER]
     all_branches(target_r, target_p, q7, 0.0, 0.0, m, every, gaps, True)
     for row in range(8):
         if branch_margin(every[row], gaps[row // 4], gap_tol, lower, upper) >= 0.0:
@@ -454,7 +463,7 @@ def solve_ordered(target_r, target_p, q7, branches, fallback1, fallback5, m, fk,
         (then q is the first branch's).
 
     """
-    lower, upper = m[11], m[12]
+    lower, upper = m[LOWER], m[UPPER]
     all_branches(target_r, target_p, q7, fallback1, fallback5, m, every, gaps)
     best, best_cost = -1, 0.0
     for i in range(len(branches)):
@@ -496,7 +505,7 @@ def swivel_and_branch(q, m, fk, frames):
     as on the SRS arm (srs_kernels.swivel_basis). The root sign is the side
     of phi (cone_roots) psi is on; elbow and shoulder signs as on the SRS arm.
     """
-    axes, shoulder, phase = m[0], m[1], m[10]
+    axes, shoulder, phase = m[AXES], m[SHOULDER], m[ELBOW_PHASE]
     tip_r, tip_p = chain_frames(q, fk, frames)
     elbow = elbow_point(frames, fk, shoulder)
     u, _, d_clamped, undone, z6 = parameter_geometry(tip_r, tip_p, q[6], m)
@@ -518,7 +527,7 @@ def swivel_miss(target_r, target_p, q7, elbow_sign, root_sign, psi, pole, use_po
     The wanted swivel is ``psi``, or with ``use_pole`` the angle of the point
     ``pole`` (3) about S-W at this q7 (the elbow turned toward the pole).
     """
-    axes, shoulder = m[0], m[1]
+    axes, shoulder = m[AXES], m[SHOULDER]
     u, d, d_clamped, undone, z6 = parameter_geometry(target_r, target_p, q7, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     phi, half, k, _ = elbow_roots(elbow_sign, u, e1, d_clamped, undone, z6, m)

@@ -34,6 +34,25 @@ from ik_node.core.kernels.base import add3, chain_frames, cross3, DEGENERATE, do
     mat_mul_t, mat_tvec, mat_vec, pose_error, rodrigues, rotation_of_rows, scale3, sub3, \
     translation_of_rows, transpose, unit3, vec3
 
+# Fields of the model tuple ``m`` (module docstring), read as m[FIELD]: numba
+# takes these module-level ints as constants (static indexing of a tuple of
+# mixed types, no cost per call).
+AXES = 0                 # 7 rows of 3: unit world axes at q = 0
+SHOULDER = 1             # S (3)
+UPPER_ARM_ZERO = 2       # a = E0 - S (3)
+FOREARM_ZERO = 3         # b = W0 - E0 (3)
+WRIST_IN_TIP = 4         # wrist centre in the tip frame (3)
+TIP_ROTATION_ZERO = 5    # tip rotation at q = 0 (9)
+UPPER_ARM = 6            # L1, m
+FOREARM = 7              # L2, m
+ELBOW_A1 = 8             # A1 of A1 cos q4 + A2 sin q4 = k
+ELBOW_A2 = 9             # A2
+ELBOW_PHASE = 10         # the elbow phase, rad
+LOWER = 11               # joint lower limits (7)
+UPPER = 12               # joint upper limits (7)
+REACH_LOW = 13           # shortest shoulder-wrist distance the elbow's limits allow, m
+REACH_HIGH = 14          # longest, m
+
 # Below this length a projection onto the plane normal to an axis has no
 # direction (subproblem 1 then returns its fallback angle).
 SP1_DEGENERATE = 1e-12
@@ -144,7 +163,8 @@ def wrist_geometry(target_r, target_p, m):
     that distance clamped to the reach (a target exactly at the shoulder has no
     direction: the first joint's axis is used).
     """
-    axes, shoulder, wrist_in_tip, reach_low, reach_high = m[0], m[1], m[4], m[13], m[14]
+    axes, shoulder, wrist_in_tip = m[AXES], m[SHOULDER], m[WRIST_IN_TIP]
+    reach_low, reach_high = m[REACH_LOW], m[REACH_HIGH]
     w_t = add3(target_p, mat_vec(target_r, wrist_in_tip))
     u, d = unit3(sub3(w_t, shoulder))
     d_clamped = min(max(d, reach_low), reach_high)
@@ -172,9 +192,9 @@ def elbow_part(elbow_sign, d, u, radial, target_r, m):
     also near a stretched elbow, where two separate acos would disagree by
     ~sqrt(eps).
     """
-    axes, a, b, tip_rotation0 = m[0], m[2], m[3], m[5]
-    upper_arm, forearm, a1, a2, phase, lower4, upper4 = m[6], m[7], m[8], m[9], m[10], \
-        m[11][3], m[12][3]
+    axes, a, b, tip_rotation0 = m[AXES], m[UPPER_ARM_ZERO], m[FOREARM_ZERO], m[TIP_ROTATION_ZERO]
+    upper_arm, forearm, a1, a2 = m[UPPER_ARM], m[FOREARM], m[ELBOW_A1], m[ELBOW_A2]
+    phase, lower4, upper4 = m[ELBOW_PHASE], m[LOWER][3], m[UPPER][3]
     w4 = vec3(axes[3])
     k = 0.5 * (d * d - upper_arm ** 2 - forearm ** 2)
     rho = math.hypot(a1, a2)
@@ -222,7 +242,7 @@ def into_limits(q, lower, upper):
 
 
 def _radial(psi, u, m):
-    axes = m[0]
+    axes = m[AXES]
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     return add3(scale3(math.cos(psi), e1), scale3(math.sin(psi), e2))
 
@@ -234,7 +254,7 @@ def all_branches(target_r, target_p, psi, fallback1, fallback5, m, out):
     8 branches instead of being computed 8 times. ``fallback1`` / ``fallback5``
     are q1 / q5 where the shoulder / wrist is singular (q2 = 0 / q6 = 0).
     """
-    axes, lower, upper = m[0], m[11], m[12]
+    axes, lower, upper = m[AXES], m[LOWER], m[UPPER]
     u, _, d = wrist_geometry(target_r, target_p, m)
     radial = _radial(psi, u, m)
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])
@@ -255,7 +275,7 @@ def all_branches(target_r, target_p, psi, fallback1, fallback5, m, out):
 def solve_one(target_r, target_p, psi, elbow_sign, shoulder_sign, wrist_sign, fallback1,
               fallback5, m):
     """Return the joints (7-tuple) of one target at swivel angle psi on one branch."""
-    axes, lower, upper = m[0], m[11], m[12]
+    axes, lower, upper = m[AXES], m[LOWER], m[UPPER]
     u, _, d = wrist_geometry(target_r, target_p, m)
     q4, r03, r_wrist = elbow_part(elbow_sign, d, u, _radial(psi, u, m), target_r, m)
     q1, q2, q3 = spherical_within(vec3(axes[0]), vec3(axes[1]), vec3(axes[2]), r03,
@@ -296,7 +316,7 @@ def solve_ordered(target_r, target_p, psi, branches, fallback1, fallback5, m, fk
         shows as distance != clamped distance.
 
     """
-    lower, upper = m[11], m[12]
+    lower, upper = m[LOWER], m[UPPER]
     _, d, d_clamped = wrist_geometry(target_r, target_p, m)
     all_branches(target_r, target_p, psi, fallback1, fallback5, m, every)
     best, best_i, best_cost = -1, 0, 0.0
@@ -332,7 +352,7 @@ def solve_ordered_rows(rows, psi, branches, fallback1, fallback5, m, fk, q_ref, 
 
 def swivel_of_pose(tip_r, tip_p, elbow, m):
     """Swivel angle (rad, in (-pi, pi]) of an elbow point for a tip pose."""
-    axes, shoulder = m[0], m[1]
+    axes, shoulder = m[AXES], m[SHOULDER]
     u, _, _ = wrist_geometry(tip_r, tip_p, m)
     e1, e2 = swivel_basis(u, vec3(axes[0]), vec3(axes[1]))
     v = sub3(elbow, shoulder)
@@ -356,7 +376,7 @@ def reference_swivel_branch(q, m, fk, frames):
     the ones solve_one uses: the elbow's side of the phase, and of Rot(w2, q2)
     w3 (Rot(w6, q6) w7) along w1 x w2 (w5 x w6).
     """
-    axes, shoulder, phase = m[0], m[1], m[10]
+    axes, shoulder, phase = m[AXES], m[SHOULDER], m[ELBOW_PHASE]
     tip_r, tip_p = chain_frames(q, fk, frames)
     psi = swivel_of_pose(tip_r, tip_p, elbow_point(frames, fk, shoulder), m)
     w1, w2, w3 = vec3(axes[0]), vec3(axes[1]), vec3(axes[2])

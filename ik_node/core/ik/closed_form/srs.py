@@ -370,7 +370,8 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         m = self._m
         u, _, _ = srs_kernels.wrist_geometry(kernels.rotation_of_rows(rows),
                                              kernels.translation_of_rows(rows), m)
-        e1, e2 = srs_kernels.swivel_basis(u, kernels.vec3(m[0][0]), kernels.vec3(m[0][1]))
+        axes = m[srs_kernels.AXES]
+        e1, e2 = srs_kernels.swivel_basis(u, kernels.vec3(axes[0]), kernels.vec3(axes[1]))
         v = p - self.model.shoulder
         return float(math.atan2(float(v @ e2), float(v @ e1)))
 
