@@ -34,8 +34,9 @@ import math
 
 from ik_node.core.ik.base import IKResult
 from ik_node.core.ik.factory import make_solver
-from ik_node.core.model.chain import Chain, pose_matrix
-from ik_node.core.motion.tracker import _rotation9, MotionTracker, TrackerConfig
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.poses import pose_matrix, rotation9
 import numpy as np
 from oracle import pose_errors
 import pytest
@@ -194,7 +195,7 @@ def test_the_tracker_never_stalls_mid_trajectory_through_the_edge_cases(arm, sol
             if len(positions) >= window and \
                     np.ptp(np.array(positions[-window:]), axis=0).max() <= 1e-9 and \
                     np.ptp(np.array(samples[-window:]), axis=0).max() > 1e-6:
-                pose = pose_matrix(_rotation9(sample.quaternion), sample.position)
+                pose = pose_matrix(rotation9(sample.quaternion), sample.position)
                 found = probe.solve(pose, positions[-1])
                 pos, ang = pose_errors(chain, found.q, pose)
                 assert not (found.success and pos <= 1e-5 and ang <= 1e-5), \

@@ -34,6 +34,7 @@ from ik_node.core.kernels import compile as _compiled
 from ik_node.core.kernels import lm as jit
 from ik_node.core.kernels import offset_wrist as offset_kernels
 from ik_node.core.kernels import srs as srs_kernels
+from ik_node.core.poses import pose_residual, split_pose
 import numpy as np
 import pytest
 from test_chain import MIXED_URDF, random_q
@@ -86,10 +87,10 @@ def test_compiled_kernels_equal_the_interpreted_ones(name, seed):
     jac = np.empty((6, chain.n))
     jit._jacobian(frames_c, chain.fk_arrays, tip_p_c, np.empty((chain.n, 6)), jac)
     np.testing.assert_allclose(jac, chain.jacobian_of_frames(frames, tip_p), atol=1e-13)
-    target_r, target_p = jik.split_pose(target)
+    target_r, target_p = split_pose(target)
     r = np.empty(6)
     jit._residual(target_r, target_p, tip_r_c, tip_p_c, r)
-    np.testing.assert_allclose(r, jik.pose_residual(target, chain.forward(q)), atol=1e-12)
+    np.testing.assert_allclose(r, pose_residual(target, chain.forward(q)), atol=1e-12)
     solver = JacobianIK(chain, backend='numpy', position_weight=2.0, orientation_weight=0.5)
     a, rhs = np.empty((6, chain.n)), np.empty(6)
     jit._task(jac, r, True, True, solver._w6, a, rhs)
@@ -110,7 +111,7 @@ def test_step_matches_numpy_including_the_active_set(name, seed, damping, biased
     q = np.where(near & np.isfinite(chain.upper), chain.upper - 1e-3, q)
     solver = JacobianIK(chain, backend='numpy')
     frames, _, tip_p = chain.frames(q.tolist())
-    r = jik.pose_residual(chain.forward(random_q(chain, rng)), chain.forward(q))
+    r = pose_residual(chain.forward(random_q(chain, rng)), chain.forward(q))
     a = solver._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
     rhs = solver._weighted(r)
     q_ref = random_q(chain, rng)

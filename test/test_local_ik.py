@@ -17,6 +17,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.core.ik import local as local_ik
+from ik_node.core.poses import pose_residual_of_matrices
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
@@ -94,7 +95,7 @@ def test_near_the_all_zero_pose_of_the_ur5e_a_step_the_arm_cannot_take_stays_bou
     target[:3, 3] += weak[:3]
     target[:3, :3] = transforms3d.axangles.axangle2mat(weak[3:], np.linalg.norm(weak[3:])) \
         @ pose[:3, :3]
-    undamped = np.linalg.lstsq(jac, local_ik.pose_residual(target, pose), rcond=None)[0]
+    undamped = np.linalg.lstsq(jac, pose_residual_of_matrices(target, pose), rcond=None)[0]
     assert np.max(np.abs(undamped)) > 10.0      # the plain pseudo-inverse: tens of radians
     q, _, _ = local_ik.follow(chain, near, target, iterations=1)
     assert np.max(np.abs(q - near)) < 0.01

@@ -27,9 +27,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.bench.teleop import Crossing, drive, SINGULAR_JOINT, twist_between
-from ik_node.core.model.chain import pose_matrix
 from ik_node.core.motion.teleop import bound_lead, integrate_twist
 from ik_node.core.motion.tracker import TrackerConfig
+from ik_node.core.poses import pose_matrix
 from ik_node.core.rotations import quaternion_to_matrix
 import numpy as np
 from oracle import expm, forward, hat, pose_errors, twist_matrix

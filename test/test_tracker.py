@@ -31,9 +31,9 @@ from ik_node import Chain
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.factory import make_solver
-from ik_node.core.model.chain import pose_matrix
 from ik_node.core.motion.paths import figure_eight
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.poses import pose_matrix
 import numpy as np
 from oracle import pose_errors
 import pytest

@@ -39,12 +39,12 @@ from ik_node.bench.common import machine_info, print_json, print_table, print_ti
 from ik_node.bench.feedback import iiwa14
 from ik_node.bench.standins import derivatives, ForwardController, LagServo, Point, \
     Trajectory, TrajectoryController
-from ik_node.core.ik.base import pose_error
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.poses import pose_error
 import numpy as np
 
 Q0 = np.array([0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3])

@@ -30,10 +30,10 @@ import time
 
 from ik_node.bench.common import (format_duration, machine_info, print_json, print_table)
 from ik_node.core import rotations as rot
-from ik_node.core.ik.base import pose_error
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.model.chain import Chain
+from ik_node.core.poses import pose_error
 from ik_node.urdf import bundled_urdf
 import numpy as np
 

@@ -36,12 +36,12 @@ import math
 import time as _time
 
 from ik_node.bench.common import machine_info, print_json, print_table
-from ik_node.core.ik.base import pose_error
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.kernels.base import rotation_vector
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.teleop import screw_translation
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.poses import pose_error
 from ik_node.urdf import bundled_urdf
 import numpy as np
 

@@ -17,7 +17,8 @@
 The folders follow the data flow, each importing only those before it:
 ``kernels`` (everything numba compiles, and the compiling) -> ``model`` (the
 chain, link frames) -> ``ik`` (solvers) -> ``motion`` (the tracker, the
-command stream, feedback); ``errors`` and ``rotations`` serve them all.
+command stream, feedback); ``errors``, ``rotations`` and ``poses`` (the pose
+containers and the pose error) serve them all.
 
 Nothing under this package imports rclpy, ROS message types, urdf_parser_py
 or the ik_node layers above it (urdf, ros, bench): ik_node.urdf registers

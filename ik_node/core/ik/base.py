@@ -25,7 +25,7 @@ this, so they never look at which solver runs.
 import abc
 from dataclasses import dataclass
 import math
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Any, ClassVar, Optional
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.kernels import base as kernels
@@ -148,15 +148,3 @@ def check_pose(pose, name: str = 'T_target') -> FloatArray:
         raise InvalidInputError(f'{name}: last row must be [0, 0, 0, 1], received {rows[3]}')
     check_rotation_matrix(arr[:3, :3], name + ' rotation')  # raises with the reason
     return arr
-
-
-def pose_error(T_target: FloatArray, T: FloatArray) -> Tuple[float, float]:
-    """Position error (m) and orientation error (rad, in [0, pi]) of pose T from T_target.
-
-    The one definition used by the solvers, the trajectory and the node
-    (kernels.pose_error): |p_t - p| and the angle of R_t R^T, both (4, 4) in
-    the same frame.
-    """
-    a, b = T_target.tolist(), T.tolist()
-    return kernels.pose_error(kernels.rotation_of_rows(a), kernels.translation_of_rows(a),
-                              kernels.rotation_of_rows(b), kernels.translation_of_rows(b))

@@ -51,6 +51,7 @@ from ik_node.core.kernels.backend import load_compiled
 from ik_node.core.kernels.lm_constants import BIAS_FULL_ABOVE, DAMPING_DOWN, DAMPING_MAX, \
     DAMPING_MIN, DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
 from ik_node.core.model.chain import Chain
+from ik_node.core.poses import split_pose
 import numpy as np
 import numpy.typing as npt
 
@@ -82,17 +83,6 @@ def inverse_right_jacobian(phi: FloatArray) -> FloatArray:
 
     """
     return np.array(kernels.inverse_right_jacobian(phi)).reshape(3, 3)
-
-
-def split_pose(T: FloatArray):
-    """Return the rotation 9-tuple and position 3-tuple of a 4x4 pose (kernels' layout)."""
-    rows = T.tolist()
-    return kernels.rotation_of_rows(rows), kernels.translation_of_rows(rows)
-
-
-def pose_residual(T_target: FloatArray, T: FloatArray) -> FloatArray:
-    """Residual ``[p_t - p; 2 log(q_t q^-1)]`` (6,), metres and radians, base frame."""
-    return np.array(kernels.pose_residual(*split_pose(T_target), *split_pose(T)))
 
 
 def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:

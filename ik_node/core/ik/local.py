@@ -29,8 +29,8 @@ radians; poses 4x4 in the chain's base frame.
 
 from typing import Tuple
 
-from ik_node.core.kernels.base import rotation_vector
 from ik_node.core.model.chain import Chain
+from ik_node.core.poses import pose_residual_of_matrices
 import numpy as np
 import numpy.typing as npt
 
@@ -44,16 +44,6 @@ MAX_DAMPING = 0.1
 TOLERANCE = (1e-6, 1e-6)
 # Step lengths tried per iteration: 1, 1/2, ..., 1/2^(BACKTRACKS - 1).
 BACKTRACKS = 4
-
-
-def pose_residual(target: FloatArray, pose: FloatArray) -> FloatArray:
-    """Return (6,): target position minus pose position, and the rotation vector of R_t R^T.
-
-    Both in the base frame, so that the geometric Jacobian maps joint steps
-    onto it to first order.
-    """
-    turn = rotation_vector(tuple((target[:3, :3] @ pose[:3, :3].T).ravel()))
-    return np.concatenate((target[:3, 3] - pose[:3, 3], turn))
 
 
 def damped_step(jacobian: FloatArray, residual: FloatArray) -> FloatArray:
@@ -120,7 +110,7 @@ def _iterate(chain: Chain, start: FloatArray, target: FloatArray, step_of,
     """
     q = np.clip(np.array(start, dtype=np.float64), chain.lower, chain.upper)
     pose, jac = chain.forward_and_jacobian(q)
-    r = pose_residual(target, pose)
+    r = pose_residual_of_matrices(target, pose)
     errors = first = _errors(r)
     for _ in range(iterations):
         if errors[0] <= tolerance[0] and errors[1] <= tolerance[1]:
@@ -162,7 +152,7 @@ def _descend(chain: Chain, target: FloatArray, q: FloatArray, step: FloatArray,
     for _ in range(BACKTRACKS):
         q_new = np.clip(q + step, chain.lower, chain.upper)
         pose_new, jac_new = chain.forward_and_jacobian(q_new)
-        r_new = pose_residual(target, pose_new)
+        r_new = pose_residual_of_matrices(target, pose_new)
         errors_new = _errors(r_new)
         if errors_new[0] ** 2 + errors_new[1] ** 2 < cost:
             return q_new, jac_new, r_new, errors_new

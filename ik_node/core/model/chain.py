@@ -33,6 +33,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.kernels import base as kernels
+from ik_node.core.poses import pose_matrix
 import numpy as np
 import numpy.typing as npt
 
@@ -374,9 +375,3 @@ def _urdf_reader() -> _UrdfReader:
         raise ModelError('no URDF reader is registered: import ik_node (its urdf module '
                          'registers one) before Chain.from_urdf_string / from_urdf_file')
     return _URDF_READERS[0]
-
-
-def pose_matrix(r, p) -> FloatArray:
-    """Return the 4x4 transform of a rotation 9-tuple (row-major) and a position 3-tuple."""
-    return np.array(((r[0], r[1], r[2], p[0]), (r[3], r[4], r[5], p[1]),
-                     (r[6], r[7], r[8], p[2]), (0.0, 0.0, 0.0, 1.0)))

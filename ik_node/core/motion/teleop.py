@@ -26,7 +26,7 @@ the chain's base frame; metres, radians, seconds.
 import math
 
 from ik_node.core.kernels.base import quat_exp, quat_multiply, quat_to_matrix, rotation_vector
-from ik_node.core.model.chain import pose_matrix
+from ik_node.core.poses import pose_matrix
 from ik_node.core.rotations import matrix_to_quaternion
 import numpy as np
 import numpy.typing as npt

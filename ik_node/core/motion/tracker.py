@@ -44,14 +44,14 @@ import time as _time
 from typing import Deque, List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
-from ik_node.core.ik.base import IKResult, IKSolver, pose_error
+from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.local import follow
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import load_compiled
-from ik_node.core.kernels.base import quat_to_matrix
-from ik_node.core.model.chain import Chain, pose_matrix
+from ik_node.core.model.chain import Chain
 from ik_node.core.motion.teleop import bound_lead, integrate_twist
 from ik_node.core.motion.trajectory import CartesianTrajectory
+from ik_node.core.poses import pose_error, pose_matrix, rotation9
 from ik_node.core.rotations import matrix_to_quaternion
 import numpy as np
 import numpy.typing as npt
@@ -728,7 +728,7 @@ class MotionTracker:
             pose, final = self.target, self.mode == 'direct'
         else:
             s = self.trajectory.sample(time)
-            pose, final = pose_matrix(_rotation9(s.quaternion), s.position), s.at_rest
+            pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
         if not final:
             return self._toward_posture(self._moving_goal(pose, reference, time - self.time),
                                         pose, time - self.time)
@@ -892,12 +892,6 @@ class MotionTracker:
         goal, best = (res.q, cost) if cost < held else (self.q.copy(), held)
         self._fallback = (pose.copy(), best, goal)
         return goal
-
-
-def _rotation9(quaternion: FloatArray) -> Tuple[float, ...]:
-    """Row-major rotation 9-tuple of a unit quaternion (x, y, z, w)."""
-    x, y, z, w = quaternion.tolist()
-    return quat_to_matrix(x, y, z, w)
 
 
 def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,

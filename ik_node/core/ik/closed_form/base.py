@@ -120,12 +120,6 @@ def compiled_entry(dispatcher):
         return None
 
 
-def residual_norms(r: FloatArray) -> Tuple[float, float]:
-    """Position (m) and orientation (rad) norms of a pose residual (6,)."""
-    x, y, z, rx, ry, rz = r.tolist()
-    return math.sqrt(x * x + y * y + z * z), math.sqrt(rx * rx + ry * ry + rz * rz)
-
-
 def distinct(qs: FloatArray) -> List[FloatArray]:
     """Rows of qs (K, n) with the repeats (within 1e-9 rad) left out, in order."""
     unique: List[FloatArray] = []

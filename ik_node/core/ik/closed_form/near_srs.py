@@ -30,9 +30,10 @@ from ik_node.core.errors import ModelError
 from ik_node.core.ik import local as local_ik
 from ik_node.core.ik.base import IKResult
 from ik_node.core.ik.closed_form.base import compiled_entry, model_of, PARALLEL_SIN, \
-    point_line_distance, residual_norms, SRSModel, zero_geometry
+    point_line_distance, SRSModel, zero_geometry
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.model.chain import Chain
+from ik_node.core.poses import residual_norms
 import numpy as np
 import numpy.typing as npt
 
