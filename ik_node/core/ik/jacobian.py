@@ -47,7 +47,7 @@ from typing import Callable, List, Optional, Tuple
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
 from ik_node.core.kernels import base as kernels
-from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.backend import resolve
 from ik_node.core.kernels.lm_constants import BIAS_FULL_ABOVE, DAMPING_DOWN, DAMPING_MAX, \
     DAMPING_MIN, DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
 from ik_node.core.model.chain import Chain
@@ -145,7 +145,7 @@ class JacobianIK(IKSolver):
         """Validate the options and precompute the row selection."""
         if goal not in GOALS:
             raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
-        (self._jit,) = load_compiled(backend, 'kernels.lm')
+        self._jit = resolve(backend).lm
         self.backend = 'numba' if self._jit is not None else 'numpy'
         if timeout_s is None:
             timeout_s = DEFAULT_TIMEOUT_S[self.backend]

@@ -13,22 +13,82 @@
 # limitations under the License.
 
 
-"""Choice of implementation: the numpy reference or its compiled (numba) twins."""
+"""Choice of implementation: the numpy reference or its compiled (numba) twins, made once.
 
-import importlib
-from types import ModuleType
-from typing import Optional, Tuple
+:func:`resolve` turns ``'auto' | 'numpy' | 'numba'`` into a :class:`Backend`:
+the kernel modules to call (the plain-Python sources run by CPython, or the
+namespaces of their compiled twins) and the containers those kernels take
+(lists and tuples under CPython, where plain floats are fastest; arrays when
+compiled). Solvers and the tracker resolve it once and keep it; no other
+module decides numpy or numba.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
+from ik_node.core.kernels import base, limits, offset_wrist, srs
+import numpy as np
 
 BACKENDS = ('auto', 'numpy', 'numba')
 
 
-def load_compiled(backend: str, *modules: str) -> Tuple[Optional[ModuleType], ...]:
-    """Import the compiled modules ``ik_node.core.<name>`` that ``backend`` asks for.
+@dataclass(frozen=True)
+class Backend:
+    """The kernels of one backend and the containers they take.
 
-    Returns:
-        One module per name, or Nones for 'numpy' and for 'auto' without numba.
+    Attributes:
+        name: 'numba' or 'numpy' (what solvers report as ``backend``).
+        base, srs, offset_wrist, limits: the kernel modules (numpy) or their
+            compiled namespaces (numba), same function names.
+        lm: the compiled Levenberg-Marquardt descent (numba), else None.
+
+    """
+
+    name: str
+    base: Any
+    srs: Any
+    offset_wrist: Any
+    limits: Any
+    lm: Optional[Any]
+
+    @property
+    def compiled(self) -> bool:
+        """Return True for the numba backend."""
+        return self.name == 'numba'
+
+    def fk(self, chain) -> Any:
+        """Return the chain's kinematic tables as these kernels take them."""
+        return chain.fk_arrays if self.compiled else chain.fk_tables
+
+    def rows(self, count: int, width: int) -> Any:
+        """Return scratch rows for a kernel: an array compiled, a list under CPython."""
+        return np.empty((count, width)) if self.compiled else [None] * count
+
+    def zeros(self, count: int) -> Any:
+        """Return a 1-D output of ``count`` zeros: an array compiled, a list under CPython."""
+        return np.zeros(count) if self.compiled else [0.0] * count
+
+    def empty(self, count: int) -> Any:
+        """Return a 1-D output of ``count`` values to be written: np.empty, or a list of zeros."""
+        return np.empty(count) if self.compiled else [0.0] * count
+
+    def arg(self, array) -> Any:
+        """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
+        return array if self.compiled else array.tolist()
+
+    def table(self, array, as_tuple: tuple) -> Any:
+        """Return a model table: a contiguous array compiled (one unboxing), else as_tuple."""
+        return np.ascontiguousarray(array) if self.compiled else as_tuple
+
+
+NUMPY = Backend('numpy', base, srs, offset_wrist, limits, None)
+
+
+def resolve(backend: str = 'auto') -> Backend:
+    """Return the Backend that ``backend`` ('auto', 'numpy' or 'numba') asks for.
+
+    'auto' is numba when it imports, else numpy.
 
     Raises:
         InvalidInputError: an unknown backend, or 'numba' when numba is missing.
@@ -38,14 +98,16 @@ def load_compiled(backend: str, *modules: str) -> Tuple[Optional[ModuleType], ..
         raise InvalidInputError(f'backend: expected one of {", ".join(BACKENDS)}, '
                                 f'received {backend!r}')
     if backend == 'numpy':
-        return (None,) * len(modules)
-    try:
-        return tuple(importlib.import_module(f'ik_node.core.{name}') for name in modules)
+        return NUMPY
+    try:   # these import numba
+        from ik_node.core.kernels import compile as compiled
+        from ik_node.core.kernels import lm
     except ImportError as exc:
         if backend == 'numba':
             raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
                                     f'({exc})') from None
-        return (None,) * len(modules)
+        return NUMPY
+    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, lm)
 
 
 def compiled_status() -> Tuple[str, str]:
@@ -54,7 +116,7 @@ def compiled_status() -> Tuple[str, str]:
     What ``backend='auto'`` picks: the node logs it once at start-up.
     """
     try:
-        importlib.import_module('ik_node.core.kernels.lm')
+        from ik_node.core.kernels import lm  # noqa: F401 - imports numba
     except ImportError as exc:
         return 'numpy', f'numba cannot be imported: {exc}'
     return 'numba', ''

@@ -47,7 +47,7 @@ from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.local import follow
 from ik_node.core.kernels import limits
-from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.teleop import bound_lead, integrate_twist
 from ik_node.core.motion.trajectory import CartesianTrajectory
@@ -515,9 +515,8 @@ class MotionTracker:
             InvalidInputError: an unknown backend, or 'numba' without numba.
 
         """
-        (compiled,) = load_compiled(backend, 'kernels.compile')
         self.backend = backend
-        self._limits = limits if compiled is None else compiled.L
+        self._limits = resolve(backend).limits
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""

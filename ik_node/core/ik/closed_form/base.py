@@ -28,6 +28,7 @@ from typing import Any, List, Sequence, Tuple
 
 from ik_node.core.errors import ModelError
 from ik_node.core.ik.base import check_pose, IKSolver
+from ik_node.core.kernels.backend import Backend
 from ik_node.core.kernels.base import ORTHONORMAL_TOL
 from ik_node.core.model.chain import Chain
 import numpy as np
@@ -228,24 +229,25 @@ def reach_range(a, b, w4, lower4, upper4) -> Tuple[float, float]:
 class ClosedFormSolver(IKSolver):
     """What the closed-form solvers share: calling one-source kernels on either backend.
 
-    Subclasses set ``backend`` ('numba' or 'numpy') and ``_k`` (the kernels
-    module of that backend).
+    Subclasses set ``backend`` (the name), ``_be`` (the resolved Backend) and
+    ``_k`` (its base kernels).
     """
 
     backend: str
+    _be: Backend
     _k: Any
 
     def _rows(self, count: int, width: int):
         """Scratch rows for a kernel: an array compiled, a list under CPython."""
-        return np.empty((count, width)) if self.backend == 'numba' else [None] * count
+        return self._be.rows(count, width)
 
     def _arg(self, array: FloatArray):
         """Return an array argument as the kernels take it (compiled: itself; CPython: lists)."""
-        return array if self.backend == 'numba' else array.tolist()
+        return self._be.arg(array)
 
     def _check_pose(self, pose) -> FloatArray:
         """check_pose, with a compiled fast path for the valid case (~0.3 vs ~6 us)."""
-        if self.backend == 'numba' and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
+        if self._be.compiled and isinstance(pose, np.ndarray) and pose.shape == (4, 4) \
                 and pose.dtype == np.float64 and self._k.is_rigid_transform(pose, ORTHONORMAL_TOL):
             return pose
         return check_pose(pose)  # raises with the reason

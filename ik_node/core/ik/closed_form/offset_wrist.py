@@ -44,9 +44,8 @@ from ik_node.core.ik.closed_form.base import BRANCH_ORDERS, BRANCHES, check_plan
     ClosedFormSolver, distinct, line_gap, MEET_TOL_M, meeting_point, model_of, \
     ORIENTATION_TOL_RAD, point_line_distance, POSITION_TOL_M, REACH_TOL_M, SRSModel, \
     zero_geometry
-from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import offset_wrist as offset_kernels
-from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
@@ -156,22 +155,16 @@ class AnalyticOffsetWrist(ClosedFormSolver):
                   math.atan2(a2, a1), tup(a.lower), tup(a.upper), a.reach_low, a.reach_high,
                   tup(model.axis7), tup(model.wrist_from_axis7), tup(model.normal6),
                   float(a.axes[4] @ a.axes[5]))
-        (compiled,) = load_compiled(backend, 'kernels.compile')
-        self.backend = 'numba' if compiled is not None else 'numpy'
-        self._m: tuple
-        if compiled is not None:
-            self._kernels, self._fk, self._k = compiled.OW, chain.fk_arrays, compiled.K
-            self._m = (np.ascontiguousarray(a.axes),) + fields[1:11] + \
-                (np.ascontiguousarray(a.lower), np.ascontiguousarray(a.upper)) + fields[13:]
-        else:
-            self._kernels, self._fk, self._k, self._m = offset_kernels, chain.fk_tables, \
-                kernels, fields
+        be = self._be = resolve(backend)
+        self.backend = be.name
+        self._kernels, self._fk, self._k = be.offset_wrist, be.fk(chain), be.base
+        self._m: tuple = (be.table(a.axes, fields[0]),) + fields[1:11] + \
+            (be.table(a.lower, fields[11]), be.table(a.upper, fields[12])) + fields[13:]
         self._every, self._frames = self._rows(8, 7), self._rows(7, 12)
-        self._gaps = np.zeros(2) if self.backend == 'numba' else [0.0, 0.0]
+        self._gaps = be.zeros(2)
         self._zeros = np.zeros(7)
-        self._reach = np.zeros(6) if self.backend == 'numba' else [0.0] * 6
-        size = offset_kernels.REACH_SAMPLES
-        self._special = np.zeros(size) if self.backend == 'numba' else [0.0] * size
+        self._reach = be.zeros(6)
+        self._special = be.zeros(offset_kernels.REACH_SAMPLES)
         # q7 is searched over its limits; over one turn where it has none (continuous).
         lo7, hi7 = float(a.lower[6]), float(a.upper[6])
         if not (math.isfinite(lo7) and math.isfinite(hi7)):
@@ -296,7 +289,7 @@ class AnalyticOffsetWrist(ClosedFormSolver):
     def _solve_batch(self, targets, q7s, branches) -> Tuple[FloatArray, FloatArray]:
         n = targets.shape[0]
         out = self._rows(n, 7)
-        gaps = np.empty(n) if self.backend == 'numba' else [0.0] * n
+        gaps = self._be.empty(n)
         zeros = np.zeros(n)
         self._kernels.solve_many(*(self._arg(np.ascontiguousarray(x, dtype=np.float64))
                                    for x in (targets, q7s, branches, zeros, zeros)),

@@ -52,7 +52,7 @@ from ik_node.core.ik.closed_form.near_srs import NEAR_SRS_BOUND_M, nearest_srs_m
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import srs as srs_kernels
-from ik_node.core.kernels.backend import load_compiled
+from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
@@ -135,18 +135,12 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
                   tuple(m.tip_rotation0.ravel().tolist()), m.upper_arm, m.forearm, a1, a2,
                   self._elbow_phase, tuple(m.lower.tolist()), tuple(m.upper.tolist()),
                   m.reach_low, m.reach_high)
-        (compiled,) = load_compiled(backend, 'kernels.compile')
-        self.backend = 'numba' if compiled is not None else 'numpy'
-        self._m: tuple
-        if compiled is not None:
-            self._kernels, self._fk = compiled.S, chain.fk_arrays
-            self._k = compiled.K
-            # Arrays where a table is indexed (one unboxing each per call).
-            self._m = (np.ascontiguousarray(m.axes),) + fields[1:11] + \
-                (np.ascontiguousarray(m.lower), np.ascontiguousarray(m.upper)) + fields[13:]
-        else:
-            self._kernels, self._fk, self._k, self._m = srs_kernels, chain.fk_tables, kernels, \
-                fields
+        be = self._be = resolve(backend)
+        self.backend = be.name
+        self._kernels, self._fk, self._k = be.srs, be.fk(chain), be.base
+        # Arrays where a table is indexed, compiled (one unboxing each per call).
+        self._m: tuple = (be.table(m.axes, fields[0]),) + fields[1:11] + \
+            (be.table(m.lower, fields[11]), be.table(m.upper, fields[12])) + fields[13:]
         # Scratch rows of the kernels, made once (a solver is used by one thread at a time).
         self._every, self._frames = self._rows(8, 7), self._rows(7, 12)
         self._zeros = np.zeros(7)
@@ -204,8 +198,7 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
 
     def _reach_gaps(self, targets: FloatArray) -> FloatArray:
         """Return d - d_clamped (N,) of targets (N, 4, 4): 0 within reach."""
-        out = np.empty(targets.shape[0]) if self.backend == 'numba' else \
-            [0.0] * targets.shape[0]
+        out = self._be.empty(targets.shape[0])
         self._kernels.reach_gaps(self._arg(np.ascontiguousarray(targets)), self._m, out)
         return np.asarray(out)
 
