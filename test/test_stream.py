@@ -238,7 +238,7 @@ def test_a_clock_going_back_releases_a_twist_whose_dead_man_ran_on_the_old_clock
     for _ in range(200):
         now += 0.01
         stream.advance(now)
-    assert stream.at_rest() and tracker.twist_timeouts == 0 and tracker._twist is None
+    assert stream.at_rest() and tracker.twist_timeouts == 0 and tracker.twists.twist is None
     tracker.set_twist(now, [0.05, 0.0, 0.0], [0.0, 0.0, 0.0])   # a new twist moves it again
     stream.advance(now + 0.1)
     assert not stream.at_rest()

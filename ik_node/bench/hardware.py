@@ -266,7 +266,7 @@ def _node_tick(now, tracker, stream, targets, scenario, output, period, names, i
         twist = _twist(now)
         if twist is not None:
             tracker.set_twist(plan_now, *twist)
-        elif tracker.mode == 'twist' and tracker._twist is not None:
+        elif tracker.teleoperating:
             tracker.set_twist(plan_now, [0.0] * 3, [0.0] * 3)
     if stream is None:   # the previous release: one command per tick
         cmd = tracker.command(now)

@@ -19,11 +19,13 @@ received); :func:`integrate_twist` moves a pose by it over a real time step,
 exactly (no first-order error, so the result does not depend on how the
 time is split into ticks). :func:`bound_lead` keeps the moving target within
 a given distance and angle of the arm's own pose, so it cannot run away
-when the arm cannot follow. Poses are 4x4 homogeneous matrices of the tip in
+when the arm cannot follow. :class:`TwistInput` holds the twist a tracker
+takes (dead-man timeout, tip speed limits, lead). Poses are 4x4 homogeneous matrices of the tip in
 the chain's base frame; metres, radians, seconds.
 """
 
 import math
+from typing import Callable, Optional, Tuple
 
 from ik_node.core.kernels.base import quat_exp, quat_multiply, quat_to_matrix, rotation_vector
 from ik_node.core.poses import pose_matrix
@@ -37,6 +39,14 @@ FloatArray = npt.NDArray[np.float64]
 # taken from their series to t^4 (truncation below 3e-17; the closed forms
 # lose digits to cancellation there: ~1e-12 relative at 1e-2, worse below).
 SERIES_BELOW = 1e-2
+# The integrated twist target may lead the arm (the commanded pose) by at
+# most what the commanded twist covers in this long, and at least the
+# minimums below: enough lead for the arm to reach the commanded speed (it
+# needs the braking distance ahead of it), never a runaway when it cannot
+# follow (a limit, out of reach).
+TWIST_LEAD_S = 0.5
+TWIST_LEAD_MIN_M = 0.005
+TWIST_LEAD_MIN_RAD = 0.02
 
 
 def integrate_twist(pose: FloatArray, linear: FloatArray, angular: FloatArray, dt: float,
@@ -105,3 +115,83 @@ def bound_lead(target: FloatArray, arm: FloatArray, lead_m: float, lead_rad: flo
         half = (0.5 * lead_rad / angle) * turn
         step = quat_to_matrix(*quat_exp(*half.tolist()))
         target[:3, :3] = arm[:3, :3] @ np.array(step).reshape(3, 3)
+
+
+class TwistInput:
+    """The twist being held: (linear (3,) m/s, angular (3,) rad/s, body frame?) or none.
+
+    Each twist holds from its time until the next one or until the dead-man
+    timeout; the target is integrated over exactly that time (seconds, the
+    caller's clock).
+
+    Attributes:
+        twist: the held twist, None when released.
+        timeouts: twists that expired (dead-man stops).
+        scaled: twists scaled down to the tip speed limits.
+
+    """
+
+    def __init__(self):
+        """Nothing held."""
+        self.twist: Optional[Tuple[FloatArray, FloatArray, bool]] = None
+        self.time = -math.inf   # when the held twist was given
+        self.moved_to = -math.inf   # the target is integrated up to this time
+        self.timeouts = 0
+        self.scaled = 0
+
+    def within_tip_limits(self, linear: FloatArray, angular: FloatArray, max_linear: float,
+                          max_angular: float) -> Tuple[FloatArray, FloatArray]:
+        """Scale a twist (both parts by one factor) to max_linear (m/s) and max_angular (rad/s)."""
+        speed, turn = float(np.linalg.norm(linear)), float(np.linalg.norm(angular))
+        scale = min(1.0, max_linear / speed if speed > 0.0 else 1.0,
+                    max_angular / turn if turn > 0.0 else 1.0)
+        if scale < 1.0:
+            self.scaled += 1
+            return linear * scale, angular * scale
+        return linear, angular
+
+    def hold(self, time: float, linear: FloatArray, angular: FloatArray, body: bool) -> bool:
+        """Hold a new twist from ``time`` (the target integrated up to then); False: a release.
+
+        A zero twist releases (returns False, nothing held).
+        """
+        self.time = max(time, self.moved_to)
+        self.moved_to = self.time
+        if not (np.any(linear) or np.any(angular)):
+            self.twist = None
+            return False
+        self.twist = (linear, angular, bool(body))
+        return True
+
+    def restart_clock(self, time: float) -> None:
+        """Integrate from ``time`` on (teleoperation starts, or the clock went back)."""
+        self.moved_to = self.time = time
+
+    def advance(self, target: FloatArray, time: float, timeout: float,
+                within: Callable[[FloatArray], FloatArray]) -> Tuple[FloatArray, bool]:
+        """Integrate the held twist into target (4, 4) up to ``time`` or its expiry.
+
+        ``within`` bounds each new target (the workspace). Returns (the
+        target, True when the twist expired at ``time``: counted, the caller
+        releases).
+        """
+        if self.twist is None:
+            return target, False
+        expiry = self.time + timeout
+        end = min(time, expiry)
+        if end > self.moved_to:
+            lin, ang, body = self.twist
+            target = within(integrate_twist(target, lin, ang, end - self.moved_to, body))
+            self.moved_to = end
+        if time > expiry:
+            self.timeouts += 1
+            return target, True
+        return target, False
+
+    def bound(self, target: FloatArray, arm: FloatArray) -> None:
+        """Pull the target (4, 4, in place) back within the held twist's lead of ``arm``."""
+        assert self.twist is not None  # only while teleoperating
+        lin, ang, _ = self.twist
+        bound_lead(target, arm,
+                   max(TWIST_LEAD_S * float(np.linalg.norm(lin)), TWIST_LEAD_MIN_M),
+                   max(TWIST_LEAD_S * float(np.linalg.norm(ang)), TWIST_LEAD_MIN_RAD))

@@ -28,7 +28,10 @@ Where the joints are headed (the goal) depends on the mode:
 * reset: the initial joint positions, in joint space;
 
 each IK solve warm-started from the current command, with the fallback rule
-for unreachable targets (:meth:`MotionTracker._goal_of`). Whatever the
+for unreachable targets (:class:`ik_node.core.motion.goals.GoalSelector`);
+twists go through :class:`ik_node.core.motion.teleop.TwistInput`, the
+drift toward a preferred posture through
+:class:`ik_node.core.motion.posture.PostureDrift`. Whatever the
 mode, the command then goes through the one limiting step
 (:func:`ik_node.core.kernels.limits.limited_step`, compiled when numba is there):
 joint speed and acceleration limits for the elapsed time, position limits
@@ -37,19 +40,20 @@ guarantees hold in every mode, across mode switches, resets, parameter and
 model changes, by construction.
 """
 
-import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import math
-import time as _time
-from typing import Deque, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import IKResult, IKSolver
-from ik_node.core.ik.local import follow
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.teleop import bound_lead, integrate_twist
+# TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
+from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
+from ik_node.core.motion.goals import GoalSelector, SolveStats
+from ik_node.core.motion.posture import PostureDrift
+from ik_node.core.motion.teleop import TwistInput
 from ik_node.core.motion.trajectory import CartesianTrajectory
 from ik_node.core.poses import pose_error, pose_matrix, rotation9
 from ik_node.core.rotations import matrix_to_quaternion
@@ -62,40 +66,12 @@ FloatArray = npt.NDArray[np.float64]
 # pulled onto that sphere (they are out of reach either way, and a target a
 # kilometre off would keep the trajectory busy for hours).
 WORKSPACE_MARGIN = 1.25
-# At an unreachable target that no longer moves, a new closest pose replaces
-# the chosen one only when its squared residual is this fraction smaller.
-FALLBACK_GAIN = 0.01
 # A goal this close to the current command in every joint (rad or m) is the
 # current command: the solvers' answers for a held pose differ by ~1e-16 from
 # tick to tick, and chasing that kept the arm "moving" at ~1e-15 rad/s. Also
 # when a reset is over (with the joints at rest).
 ARRIVED = 1e-12
-# Acceleration limits accepted (rad/s^2 or m/s^2), the scalar and each joint's.
-ACCELERATION_RANGE = (1e-2, 1000.0)
-# A sampled pose this close (m, rad) to the newest target is that target (the
-# trajectory's end key goes through a quaternion and back).
-ARRIVED_POSE = 1e-9
-# Solve times kept for the percentiles of the diagnostics.
-SOLVE_TIME_WINDOW = 1000
 
-# A moving goal's solution from the solver is taken only this many commands
-# at full joint speed from the reference (MotionTracker._moving_goal).
-LOCAL_HORIZON_STEPS = 2.0
-# Damped least-squares steps per command toward a moving pose.
-LOCAL_ITERATIONS = 3
-# The local steps are stuck when they leave at least this fraction of the
-# squared error: a solution found by the solver is then followed, even far.
-STUCK = 0.99
-
-# Teleoperation: the integrated twist target may lead the arm (the commanded
-# pose) by at most what the commanded twist covers in this long, and at least
-# the minimums below: enough lead for the arm to reach the commanded speed
-# (it needs the braking distance ahead of it), never a runaway when it
-# cannot follow (a limit, out of reach). Released (zero twist, or none for
-# twist_timeout), the target is pulled back onto the arm: it stops at once.
-TWIST_LEAD_S = 0.5
-TWIST_LEAD_MIN_M = 0.005
-TWIST_LEAD_MIN_RAD = 0.02
 # Teleoperating, a joint's speed limit is never cut below this (rad/s): a
 # joint at rest can still start when the tip is at its speed limit.
 TIP_SPEED_FLOOR = 1e-6
@@ -110,73 +86,6 @@ TIP_SPEED_SHARE = 0.99
 MODES = ('trajectory', 'direct', 'reset', 'twist')
 
 
-@dataclass(frozen=True)
-class TrackerConfig:
-    """What the node's parameters set (units: m/s, rad/s, rad/s^2 or m/s^2, s).
-
-    Attributes:
-        smoothing: True: follow the cubic trajectory through the targets;
-            False: go straight for the newest target.
-        max_linear_speed, max_angular_speed: tip speed limits of the trajectory.
-        max_joint_acceleration: acceleration limit of every joint.
-        joint_acceleration_limits: per-joint limits in chain order, replacing
-            max_joint_acceleration when not empty (URDFs carry none).
-        ik_timeout: the numerical solver's budget per solve, seconds.
-        twist_timeout: a twist older than this stops the arm (dead-man), s.
-        posture: preferred joint vector (n,), chain order, within the limits;
-            empty: none. A redundant arm drifts toward it in the null space
-            of its pose (MotionTracker._toward_posture).
-        posture_rate: the fastest that drift moves a joint, rad/s (m/s).
-
-    """
-
-    smoothing: bool = True
-    max_linear_speed: float = 0.5
-    max_angular_speed: float = 1.0
-    max_joint_acceleration: float = 5.0
-    joint_acceleration_limits: Tuple[float, ...] = ()
-    ik_timeout: float = 0.005
-    twist_timeout: float = 0.2
-    posture: Tuple[float, ...] = ()
-    posture_rate: float = 0.25
-
-    def check(self, n: Optional[int] = None) -> 'TrackerConfig':
-        """Return self when every value is valid (for n joints, when given).
-
-        Raises:
-            InvalidInputError: naming the first invalid value and the valid range.
-
-        """
-        for name in ('max_linear_speed', 'max_angular_speed', 'max_joint_acceleration',
-                     'ik_timeout', 'twist_timeout', 'posture_rate'):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 < value < math.inf):
-                raise InvalidInputError(f'{name}: expected a finite number > 0, received '
-                                        f'{value!r}')
-        low, high = ACCELERATION_RANGE
-        limits = self.joint_acceleration_limits
-        for name, values in (('max_joint_acceleration', [self.max_joint_acceleration]),
-                             ('joint_acceleration_limits', list(limits))):
-            if not all(isinstance(a, (int, float)) and low <= a <= high for a in values):
-                raise InvalidInputError(f'{name}: expected values in [{low:g}, {high:g}] '
-                                        f'rad/s^2, received {values}')
-        if limits and n is not None and len(limits) != n:
-            raise InvalidInputError(f'joint_acceleration_limits: expected {n} values (one per '
-                                    f'joint, chain order) or none, received {len(limits)}')
-        posture = self.posture
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in posture) or \
-                (posture and n is not None and len(posture) != n):
-            raise InvalidInputError(f'posture: expected {n or "n"} finite joint values (chain '
-                                    f'order) or none, received {list(posture)}')
-        return self
-
-    def accelerations(self, n: int) -> List[float]:
-        """Per-joint acceleration limits (n) in chain order."""
-        if self.joint_acceleration_limits:
-            return [float(a) for a in self.joint_acceleration_limits]
-        return [float(self.max_joint_acceleration)] * n
-
-
 @dataclass(frozen=True, eq=False)
 class Command:
     """One joint command: positions (n,) and velocities (n,) at ``time`` (s, caller's clock)."""
@@ -186,30 +95,43 @@ class Command:
     time: float
 
 
-@dataclass
-class SolveStats:
-    """What the last solves did, for the diagnostics."""
+@dataclass(frozen=True)
+class TrackerStatus:
+    """A snapshot of the tracker, for diagnostics (:meth:`MotionTracker.status`).
 
-    last_result: Optional[IKResult] = None
-    last_solve_s: float = 0.0
-    times: Deque[float] = field(default_factory=lambda: collections.deque(
-        maxlen=SOLVE_TIME_WINDOW))
+    Attributes:
+        mode: 'trajectory', 'direct', 'reset' or 'twist'.
+        solver: the IK solver's name; backend: its backend ('numpy', 'numba').
+        ik_budget_s: the solver's budget per solve, s (None: a closed form).
+        last_result: the last solve's result (None before any).
+        target_result: the newest target's reachability check (None before one).
+        last_solve_s: the last solve's wall-clock time, s.
+        solve_time_percentiles: (p50, p99, max) of the recent solve times, s
+            (None before any solve).
+        twist_timeouts: twists that expired (dead-man stops).
+        twists_scaled: twists scaled down to the tip speed limits.
+        targets_clamped: targets pulled onto the workspace sphere.
+        keys_retimed, keys_dropped, keys_duplicate: the trajectory's verdicts
+            on target keys (see CartesianTrajectory.add_key).
+        local_solves: moving goals followed by local damped steps.
 
-    def timed(self, solve, *args, more: bool = False, **kwargs) -> IKResult:
-        """Run ``solve`` and record its wall-clock time (more=True: add it to the last one's)."""
-        start = _time.perf_counter()
-        res = solve(*args, **kwargs)
-        self.record(_time.perf_counter() - start, more)
-        return res
+    """
 
-    def record(self, seconds: float, more: bool = False) -> None:
-        """Record one solve's time (more=True: part of the last solve, added to it)."""
-        if more and self.times:
-            self.last_solve_s += seconds
-            self.times[-1] += seconds
-        else:
-            self.last_solve_s = seconds
-            self.times.append(seconds)
+    mode: str
+    solver: str
+    backend: str
+    ik_budget_s: Optional[float]
+    last_result: Optional[IKResult]
+    target_result: Optional[IKResult]
+    last_solve_s: float
+    solve_time_percentiles: Optional[Tuple[float, float, float]]
+    twist_timeouts: int
+    twists_scaled: int
+    targets_clamped: int
+    keys_retimed: int
+    keys_dropped: int
+    keys_duplicate: int
+    local_solves: int
 
 
 class MotionTracker:
@@ -236,7 +158,6 @@ class MotionTracker:
                  time: float, velocity=None, backend: str = 'auto'):
         """Start at rest (or at ``velocity``) at q0, with no target but the current pose."""
         self.chain = chain
-        self.solver = solver
         self.config = config.check(chain.n)
         q0 = chain.check_q(q0, 'q0')
         if not chain.within_limits(q0):
@@ -251,32 +172,23 @@ class MotionTracker:
         self._a_max = np.array(self.config.accelerations(chain.n))
         self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
         self._stop_first = False   # brake to rest before going on (the clock went back)
-        self._posture = self._posture_of(self.config)
-        self._drift_speed = 0.0   # rad/s of the fastest joint of the posture drift
+        self.drift = PostureDrift(chain, self.config.posture)
         self.reach = chain.reach_bound()
-        self.stats = SolveStats()
+        self.goals = GoalSelector(chain, solver)
         self.pole: Optional[FloatArray] = None
         self.targets_clamped = 0
         tip = chain.forward(q0)
         self.target = tip
-        self.target_result: Optional[IKResult] = None
-        self._target_unchecked = False
-        self._fallback: Optional[Tuple[FloatArray, float, FloatArray]] = None
         self.trajectory = CartesianTrajectory(
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self.time,
             max_linear_speed=self.config.max_linear_speed,
             max_angular_speed=self.config.max_angular_speed)
         self.mode = self._pose_mode()
-        self._twist: Optional[Tuple[FloatArray, FloatArray, bool]] = None
+        self.twists = TwistInput()
         self._has_target = False   # a target, twist or reset came (else: hold where it is)
-        self._twist_time = -math.inf
-        self._moved_to = -math.inf   # the twist target is integrated up to this time
         # (source mode, goal, time) of the previous command: the goal's velocity.
         self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
         self._stop_q = self.q
-        self.twist_timeouts = 0
-        self.twists_scaled = 0
-        self.local_solves = 0
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
@@ -285,6 +197,53 @@ class MotionTracker:
     def joint_names(self) -> List[str]:
         """Joint names, chain order."""
         return self.chain.joint_names
+
+    @property
+    def solver(self) -> IKSolver:
+        """The IK solver in use (set_solver replaces it)."""
+        return self.goals.solver
+
+    @property
+    def stats(self) -> SolveStats:
+        """Solve times and the last result."""
+        return self.goals.stats
+
+    @property
+    def target_result(self) -> Optional[IKResult]:
+        """The newest target's reachability check (None before one, or for a twist / reset)."""
+        return self.goals.target_result
+
+    @property
+    def teleoperating(self) -> bool:
+        """Return True while a twist is held (mode 'twist', not released)."""
+        return self.mode == 'twist' and self.twists.twist is not None
+
+    @property
+    def twist_timeouts(self) -> int:
+        """Twists that expired: dead-man stops."""
+        return self.twists.timeouts
+
+    @property
+    def twists_scaled(self) -> int:
+        """Twists scaled down to the tip speed limits."""
+        return self.twists.scaled
+
+    @property
+    def local_solves(self) -> int:
+        """Moving goals followed by local damped steps."""
+        return self.goals.local_solves
+
+    def status(self) -> TrackerStatus:
+        """Return a snapshot of the mode, the solves and the counts (for diagnostics)."""
+        stats, trajectory = self.goals.stats, self.trajectory
+        return TrackerStatus(
+            mode=self.mode, solver=self.solver.name, backend=self.solver.backend,
+            ik_budget_s=self.solver.budget_s, last_result=stats.last_result,
+            target_result=self.goals.target_result, last_solve_s=stats.last_solve_s,
+            solve_time_percentiles=stats.percentiles(), twist_timeouts=self.twists.timeouts,
+            twists_scaled=self.twists.scaled, targets_clamped=self.targets_clamped,
+            keys_retimed=trajectory.retimed, keys_dropped=trajectory.dropped,
+            keys_duplicate=trajectory.duplicates, local_solves=self.goals.local_solves)
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""
@@ -307,10 +266,10 @@ class MotionTracker:
         """
         target = self._within_workspace(np.array(target, dtype=np.float64))
         self.target = target
-        self._target_unchecked = True
+        self.goals.new_target()
         self._has_target = True
         if self.mode in ('reset', 'twist'):
-            self._twist = None
+            self.twists.twist = None
             self._restart_trajectory(time)
             self.mode = self._pose_mode()
         if self.mode == 'direct':
@@ -341,34 +300,19 @@ class MotionTracker:
         twist takes effect when it arrives, not at the next command. A zero
         twist, or the timeout, releases: the arm brakes to rest at once.
         """
-        lin, ang = self._within_tip_limits(np.array(linear, dtype=np.float64),
-                                           np.array(angular, dtype=np.float64))
+        lin, ang = self.twists.within_tip_limits(
+            np.array(linear, dtype=np.float64), np.array(angular, dtype=np.float64),
+            self.config.max_linear_speed, self.config.max_angular_speed)
         self._has_target = True
         if self.mode != 'twist':
             self.mode = 'twist'
             self.target = self.chain.forward(self.q)
-            self.target_result, self._target_unchecked = None, False
-            self._fallback = None
-            self._moved_to = float(time)
+            self.goals.no_target()
+            self.twists.restart_clock(float(time))
         else:
             self._move_twist_target(float(time))
-        self._twist_time = max(float(time), self._moved_to)
-        self._moved_to = self._twist_time
-        if not (np.any(lin) or np.any(ang)):
+        if not self.twists.hold(float(time), lin, ang, body):
             self._release()
-            return
-        self._twist = (lin, ang, bool(body))
-
-    def _within_tip_limits(self, lin: FloatArray,
-                           ang: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """Scale a twist (both parts by one factor) to max_linear_speed and max_angular_speed."""
-        speed, turn = float(np.linalg.norm(lin)), float(np.linalg.norm(ang))
-        scale = min(1.0, self.config.max_linear_speed / speed if speed > 0.0 else 1.0,
-                    self.config.max_angular_speed / turn if turn > 0.0 else 1.0)
-        if scale < 1.0:
-            self.twists_scaled += 1
-            return lin * scale, ang * scale
-        return lin, ang
 
     def _release(self) -> None:
         """Stop teleoperating: head for where braking at the acceleration limits stops the arm.
@@ -378,7 +322,7 @@ class MotionTracker:
         keeps the direction of its joint motion while it stops and does not
         come back. The target becomes that pose.
         """
-        self._twist = None
+        self.twists.twist = None
         c = self.chain
         braking_s = float(np.max(np.abs(self.v) / self._a_max))
         self._stop_q = np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
@@ -401,7 +345,7 @@ class MotionTracker:
             v = np.zeros(self.chain.n)
         np.clip(v, -self.chain.velocity, self.chain.velocity, out=v)
         self.q, self.v, self.time = q, v, float(time)
-        self._fallback = None
+        self.goals.forget_fallback()
         self._last_goal = None
         if not self._has_target:
             self.target = self.chain.forward(q)
@@ -410,13 +354,6 @@ class MotionTracker:
         elif self.mode == 'twist':
             self._release()
 
-    def _posture_of(self, config: TrackerConfig) -> Optional[FloatArray]:
-        """Return the posture (n,) clipped into the limits; None without one or redundancy."""
-        if not config.posture or self.chain.n <= 6:
-            return None
-        return np.clip(np.array(config.posture, dtype=np.float64), self.chain.lower,
-                       self.chain.upper)
-
     def _pose_mode(self) -> str:
         return 'trajectory' if self.config.smoothing else 'direct'
 
@@ -424,10 +361,9 @@ class MotionTracker:
         """Go back to the initial joint positions, in joint space, within the limits."""
         self.mode = 'reset'
         self._has_target = True
-        self._twist = None
+        self.twists.twist = None
         self.target = self.chain.forward(self.q0)
-        self.target_result, self._target_unchecked = None, False
-        self._fallback = None
+        self.goals.no_target()
 
     def configure(self, config: TrackerConfig, time: float) -> None:
         """Apply new settings without a jump (a lowered limit applies as fast as braking allows).
@@ -441,7 +377,7 @@ class MotionTracker:
         """
         config.check(self.chain.n)
         self.solver.set_budget(config.ik_timeout)
-        self._posture = self._posture_of(config)
+        self.drift.set_posture(config.posture)
         speeds = (config.max_linear_speed, config.max_angular_speed)
         retime = speeds != (self.config.max_linear_speed, self.config.max_angular_speed)
         self.trajectory.max_linear_speed, self.trajectory.max_angular_speed = speeds
@@ -502,8 +438,8 @@ class MotionTracker:
         """
         self.time = float(time)
         self._stop_first = True
-        self._fallback = None
-        self._moved_to = self._twist_time = float(time)
+        self.goals.forget_fallback()
+        self.twists.restart_clock(float(time))
         self._last_goal = None
         if self.mode == 'twist':
             self._release()
@@ -521,8 +457,8 @@ class MotionTracker:
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
         solver.set_budget(self.config.ik_timeout)
-        self.solver = solver
-        self._fallback = None
+        self.goals.solver = solver
+        self.goals.forget_fallback()
         self._last_goal = None
 
     def _restart_trajectory(self, time: float) -> None:
@@ -570,8 +506,8 @@ class MotionTracker:
         if self.mode == 'reset' and self._arrived(goal):
             self.mode = self._pose_mode()
             self._restart_trajectory(time)
-        if self.mode == 'twist' and self._twist is not None:
-            self._bound_twist_lead()
+        if self.teleoperating:
+            self.twists.bound(self.target, self.chain.forward(self.q))
         return self.command_now()
 
     def brake(self, time: float) -> Command:
@@ -612,37 +548,17 @@ class MotionTracker:
 
     def _move_twist_target(self, time: float) -> None:
         """Integrate the held twist into the target up to ``time`` or its expiry (then release)."""
-        if self._twist is None:
-            return
-        expiry = self._twist_time + self.config.twist_timeout
-        end = min(time, expiry)
-        if end > self._moved_to:
-            lin, ang, body = self._twist
-            self.target = self._within_workspace(
-                integrate_twist(self.target, lin, ang, end - self._moved_to, body))
-            self._moved_to = end
-        if time > expiry:
-            self.twist_timeouts += 1
+        self.target, expired = self.twists.advance(self.target, time, self.config.twist_timeout,
+                                                   self._within_workspace)
+        if expired:
             self._release()
-
-    def _bound_twist_lead(self) -> None:
-        """Pull the twist target back to within its lead of the commanded pose (no runaway)."""
-        assert self._twist is not None  # only called while teleoperating
-        lin, ang, _ = self._twist
-        bound_lead(self.target, self.chain.forward(self.q),
-                   max(TWIST_LEAD_S * float(np.linalg.norm(lin)), TWIST_LEAD_MIN_M),
-                   max(TWIST_LEAD_S * float(np.linalg.norm(ang)), TWIST_LEAD_MIN_RAD))
 
     def check_reachability(self) -> Optional[IKResult]:
         """Solve the newest target from the current joints once; None if already checked.
 
         The result (reachable or not, and why) is kept in ``target_result``.
         """
-        if not self._target_unchecked:
-            return None
-        self._target_unchecked = False
-        self.target_result = self._solve(self.target)
-        return self.target_result
+        return self.goals.check(self.target, self.q, self.pole)
 
     def _goal_velocity(self, goal: FloatArray, time: float) -> FloatArray:
         """Return the goal's own velocity (n,), rad/s, when it moves smoothly; else zeros.
@@ -654,8 +570,8 @@ class MotionTracker:
         smoothing, a reset, a release, a resync, an unreachable target's held
         goal) is a goal to stop at: zeros.
         """
-        moving = self.mode == 'trajectory' or (self.mode == 'twist' and self._twist is not None)
-        source = self.mode if moving and self._fallback is None else None
+        moving = self.mode == 'trajectory' or self.teleoperating
+        source = self.mode if moving and not self.goals.falling_back else None
         last, self._last_goal = self._last_goal, (source, goal, time)
         if source is None or last is None or last[0] != source:
             return np.zeros(self.chain.n)
@@ -721,176 +637,25 @@ class MotionTracker:
         """Joint positions (n,) to head for at ``time`` in the current mode."""
         if self.mode == 'reset':
             return self.q0
-        if self.mode == 'twist' and self._twist is None:
+        if self.mode == 'twist' and self.twists.twist is None:
             return self._stop_q
         if self.mode in ('direct', 'twist'):
             pose, final = self.target, self.mode == 'direct'
         else:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
+        dt = time - self.time
         if not final:
-            return self._toward_posture(self._moving_goal(pose, reference, time - self.time),
-                                        pose, time - self.time)
-        res = self._solve(pose, reference)
-        if self.mode == 'direct' and self._target_unchecked:
-            # The newest target solved from the current joints: that is the
-            # reachability check, no need to solve it twice.
-            self._target_unchecked = False
-            self.target_result = res
-        elif final and res.success and not self._target_unchecked and \
-                self.target_result is not None and not self.target_result.success:
-            # The arm got to the target after all: a reachability check that
-            # ran out of budget from farther away is superseded by arrival.
-            self.target_result = res
-        elif not res.success and self._known_solution_of(pose):
-            # The solver missed from here (near a singular pose its budget can run
-            # out under load), but the target is known reachable: head for the
-            # solution the reachability check found. The arm must not settle
-            # short of a target it was told it can reach.
-            assert self.target_result is not None
-            res = self.target_result
-        goal = self._goal_of(pose, res)
-        return self._toward_posture(goal, pose, time - self.time) if res.success else goal
-
-    def _known_solution_of(self, pose: FloatArray) -> bool:
-        """Return True when ``pose`` is the newest target and its check found a solution."""
-        known = self.target_result
-        if known is None or not known.success or self._target_unchecked:
-            return False
-        pos, rot = pose_error(pose, self.target)
-        return pos <= ARRIVED_POSE and rot <= ARRIVED_POSE
+            return self._toward_posture(self.goals.moving_goal(pose, reference, dt, self.pole),
+                                        pose, dt)
+        goal, solved = self.goals.final_goal(pose, self.target, self.q, reference, self.pole,
+                                             direct=self.mode == 'direct')
+        return self._toward_posture(goal, pose, dt) if solved else goal
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
-        """Move a solution (n,) of ``pose`` toward the preferred posture, keeping the tip there.
-
-        Where the pose leaves freedom (more joints than the 6 a pose fixes), the
-        target does not say where the redundant joints go: after a singular
-        pass or an unreachable target the arm came back in another posture
-        (the iiwa's elbow swung by ~1 rad). The difference to
-        ``config.posture`` is projected onto the null space of the Jacobian
-        (I - J+ J), scaled to at most ``posture_rate`` x dt per joint, and the
-        tip's second-order drift removed by damped steps back onto the pose
-        (:func:`ik_node.core.ik.local.follow`). Not with a pole (it sets the
-        elbow), nor when the step would leave the limits or not return to the
-        pose: the goal is kept.
-        """
-        posture = self._posture
-        if posture is None or self.pole is not None or not dt > 0.0:
-            self._drift_speed = 0.0
-            return goal
-        jac = self.chain.jacobian(goal)
-        d = posture - goal
-        d -= np.linalg.pinv(jac, rcond=1e-10) @ (jac @ d)
-        largest = float(np.max(np.abs(d)))
-        # The drift's speed (of its fastest joint) ramps up and down at half the
-        # smallest acceleration limit: a goal moving that smoothly is followed
-        # exactly (feed-forward), so the commands stay on the pose too.
-        accel = 0.5 * float(np.min(self._a_max))
-        speed = min(self.config.posture_rate, self._drift_speed + accel * dt,
-                    math.sqrt(2.0 * accel * largest))
-        if largest <= ARRIVED or speed * dt <= ARRIVED:
-            self._drift_speed = 0.0
-            return goal
-        step = d * min(1.0, speed * dt / largest)
-        moved, _, converged = follow(self.chain, goal + step, pose, LOCAL_ITERATIONS)
-        if not converged or not self.chain.within_limits(goal + step):
-            self._drift_speed = 0.0
-            return goal
-        self._drift_speed = speed
-        return moved
-
-    def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
-        """Return True when every joint of q is LOCAL_HORIZON_STEPS steps of dt at full speed."""
-        reach = LOCAL_HORIZON_STEPS * dt * self.chain.velocity
-        return bool(np.all(np.abs(q - reference) <= reach))
-
-    def _moving_goal(self, pose: FloatArray, reference: FloatArray, dt: float) -> FloatArray:
-        """Joints (n,) toward a moving pose (a trajectory not yet at rest, a twist).
-
-        A moving pose moves a little per command, so the joints should too:
-        a few damped least-squares steps from the reference
-        (:func:`ik_node.core.ik.local.follow`) give the least joint motion for
-        the tip's, and near a singular configuration a bounded one. The
-        solver's own answer can be far from it: another branch (a restart
-        found it), or a spin that a fixed swivel angle demands near a shoulder
-        or wrist with aligned axes; following it would swing the arm. So the
-        local steps go first, the solver only when they do not converge, and
-        its answer is taken only near the reference (LOCAL_HORIZON_STEPS);
-        otherwise the local result, never farther from the pose than the
-        reference: the arm passes at bounded speed and catches up. When the
-        local steps are stuck (a local minimum of the error, STUCK) the
-        solver's answer is taken wherever it is: the arm must not halt. With a
-        pole the solver goes first (the pole sets its swivel angle), the
-        local steps only when its answer is far.
-        """
-        if self.pole is None:
-            q, left = self._follow(pose, reference, more=False)
-            if left == 0.0:
-                return q
-            res = self._solve(pose, reference, more=True)
-            if not res.success:
-                return q
-            if left >= STUCK or self._near(res.q, reference, dt):
-                return self._closer_this_step(pose, reference, dt, q, res.q)
-            return q
-        res = self._solve(pose, reference)
-        if res.success and self._near(res.q, reference, dt):
-            return res.q
-        return self._follow(pose, reference, more=True)[0]
-
-    def _closer_this_step(self, pose: FloatArray, reference: FloatArray, dt: float,
-                          *goals: FloatArray) -> FloatArray:
-        """Return the goal (n,) whose first step at full joint speed gets nearest the pose."""
-        reach = dt * self.chain.velocity
-        best, best_cost = goals[0], math.inf
-        for goal in goals:
-            step = reference + np.clip(goal - reference, -reach, reach)
-            pos, rot = pose_error(pose, self.chain.forward(step))
-            if pos * pos + rot * rot < best_cost:
-                best, best_cost = goal, pos * pos + rot * rot
-        return best
-
-    def _follow(self, pose: FloatArray, reference: FloatArray,
-                more: bool) -> Tuple[FloatArray, float]:
-        """Run local_ik.follow (timed with the solves); return (q, fraction of error left)."""
-        start = _time.perf_counter()
-        q, left, _ = follow(self.chain, reference, pose, LOCAL_ITERATIONS)
-        self.stats.record(_time.perf_counter() - start, more)
-        self.local_solves += 1
-        return q, left
-
-    def _solve(self, pose: FloatArray, reference: Optional[FloatArray] = None,
-               more: bool = False) -> IKResult:
-        start = self.q if reference is None else reference
-        res = self.stats.timed(self.solver.solve, pose, start, pole=self.pole, more=more)
-        self.stats.last_result = res
-        return res
-
-    def _goal_of(self, pose: FloatArray, res: IKResult) -> FloatArray:
-        """Joints (n,) to move toward: the solution, or on failure the best one known.
-
-        A failed solve returns the closest pose its attempt found; the Jacobian
-        solver's random restarts find a different one each time, and chasing
-        them made the arm wander for ever at an unreachable target. So a
-        failed result is taken only when it is closer to ``pose`` than the
-        current joints are, and while ``pose`` stays the same (the arm has
-        arrived where the trajectory ends) only when it beats the goal
-        already chosen by FALLBACK_GAIN: the arm settles.
-        """
-        if res.success:
-            self._fallback = None
-            return res.q
-        cost = res.position_error ** 2 + res.orientation_error ** 2
-        kept = self._fallback
-        if kept is not None and np.array_equal(kept[0], pose):
-            if cost < kept[1] * (1.0 - FALLBACK_GAIN):
-                kept = self._fallback = (kept[0], cost, res.q)
-            return kept[2]
-        pos, rot = pose_error(pose, self.chain.forward(self.q))
-        held = pos * pos + rot * rot
-        goal, best = (res.q, cost) if cost < held else (self.q.copy(), held)
-        self._fallback = (pose.copy(), best, goal)
-        return goal
+        """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""
+        return self.drift.toward(goal, pose, dt, self.config.posture_rate, self._a_max,
+                                 self.pole)
 
 
 def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
