@@ -568,3 +568,34 @@ def test_a_twist_never_moves_the_tip_faster_than_its_limits(linear, angular, dir
     from ik_node.bench.events import iiwa14, twist_tip_speeds
     row = twist_tip_speeds(iiwa14(), linear, angular, 0.6, _unit(direction), _unit(axis), body)
     assert row['linear_over_limit'] <= 1.001 and row['angular_over_limit'] <= 1.001, row
+
+
+def test_the_status_snapshot_counts_what_happened_and_does_not_change_afterwards():
+    tracker = tracker_for('ur5e', max_linear_speed=0.2)
+    before = tracker.status()
+    assert (before.mode, before.last_result, before.target_result) == ('trajectory', None, None)
+    assert before.solve_time_percentiles is None
+    assert (before.twists_scaled, before.twist_timeouts, before.targets_clamped) == (0, 0, 0)
+    far = np.eye(4)
+    far[:3, 3] = [100.0, 0.0, 0.0]          # pulled onto the workspace sphere
+    tracker.add_target(0.0, far)
+    tracker.command(0.01)
+    tracker.check_reachability()
+    tracker.set_twist(0.02, [1.0, 0.0, 0.0], [0.0, 0.0, 0.0])    # 5x the speed limit: scaled
+    for k in range(3, 80):                  # the twist expires after twist_timeout (0.2 s)
+        tracker.command(0.01 * k)
+    status = tracker.status()
+    assert status.mode == 'twist' and status.solver == 'jacobian'
+    assert status.backend in ('numpy', 'numba') and status.ik_budget_s == BUDGET
+    assert (status.targets_clamped, status.twists_scaled, status.twist_timeouts) == (1, 1, 1)
+    assert status.target_result is None     # a twist has no target to check
+    assert status.last_result is not None and status.last_solve_s > 0.0
+    p50, p99, top = status.solve_time_percentiles
+    assert 0.0 < p50 <= p99 <= top
+    assert status.local_solves > 0
+    # A snapshot: what happens next does not change one already taken.
+    tracker.set_twist(0.9, [0.1, 0.0, 0.0], [0.0, 0.0, 0.0])
+    tracker.command(1.5)
+    assert tracker.status().twist_timeouts == 2 and status.twist_timeouts == 1
+    with pytest.raises(AttributeError):
+        status.mode = 'reset'

@@ -18,7 +18,10 @@ A thin adapter around :class:`ik_node.core.motion.tracker.MotionTracker`, which
 decides every motion (trajectory, IK, joint speed / acceleration / position
 limits): parameters become its configuration (validated in the on-set
 callback, applied in the post-set callback, as ros2/demos does), messages
-become its inputs, its commands become ``joint_states``. ``~/target_pose``
+become its inputs, its commands go out through one encoder per command
+output (:mod:`ik_node.ros.outputs`), and ``/diagnostics`` is read from the
+tracker's status snapshot (:mod:`ik_node.ros.diagnostics`); the parameters
+are one table (:mod:`ik_node.ros.parameters`). ``~/target_pose``
 (geometry_msgs/PoseStamped) is validated (finite, quaternion not ~0,
 frame_id empty or the base link); ``~/pole_target`` sets the elbow pole;
 ``~/reset`` (std_srvs/Trigger) heads back to the initial joints. A timer at
@@ -34,84 +37,53 @@ import gc
 import os
 import signal
 import sys
-import time
 from typing import Dict, Optional
 
-from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PointStamped, PoseStamped, TwistStamped
 from ik_node.core.errors import IKError
-from ik_node.core.ik.factory import make_solver, SOLVER_NAMES
-from ik_node.core.kernels.backend import compiled_status
+from ik_node.core.ik.factory import SOLVER_NAMES
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import LinkFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
-from ik_node.core.motion.jerk import check_jerk_limits, JERK_RANGE
+from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream, controller_lead
-from ik_node.core.motion.tracker import ACCELERATION_RANGE, carried_over, MotionTracker, \
-    TrackerConfig
+from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.rotations import quaternion_to_matrix
-from ik_node.core.warm import kernel_key, KernelCompile
+from ik_node.ros import diagnostics
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
-    joint_state, matrix_to_pose, RejectedMessage
+    matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
+from ik_node.ros.outputs import ENCODERS, OUTPUTS
+from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
+    FEEDBACK_PARAMETERS, FIXED_PARAMETERS, JERK_PARAMETERS, QOS_CHOICES
+from ik_node.ros.solvers import SolverSupply
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 import numpy as np
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
-    SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException, \
     ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
-from rclpy.time import Time
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
-QOS_CHOICES = ('reliable', 'best_effort')
-# Command outputs: message type and default topic (the ros2_control controllers' own).
-OUTPUTS = {
-    'joint_states': (JointState, 'joint_states'),
-    'joint_trajectory': (JointTrajectory, '/joint_trajectory_controller/joint_trajectory'),
-    'position_array': (Float64MultiArray, '/forward_position_controller/commands'),
-}
 # Diagnostics and markers are published at about these rates (Hz), below the
 # joint-state rate: they are for people and RViz. They are sent from the
 # joint-state tick, right after its joint_states message, so that they never
 # delay one (a separate timer firing first would).
 # On SIGINT with position_array, the braking tail is played for at most this long (s).
 STOP_TAIL_MAX_S = 5.0
-# Seconds between two progress lines while the numba kernels compile.
-COMPILE_PROGRESS_S = 5.0
 # How long start-up waits for the kernels (a warm cache loads in ~0.7 s):
 # longer, the node starts on the numpy reference and switches later.
 STARTUP_COMPILE_WAIT_S = 5.0
-# Python's GIL switch interval while kernels load in a thread beside the ticks, s.
-COMPILE_SWITCH_INTERVAL_S = 0.0005
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
-# Parameters fixed once the model is loaded (they shape the interfaces or the model).
-FIXED_PARAMETERS = ('robot_description', 'urdf_path', 'xacro_arguments', 'base_link', 'tip_link',
-                    'publish_rate', 'target_qos', 'target_queue_depth', 'initial_positions',
-                    'feedback_topic', 'command_output', 'command_topic', 'command_joint_order',
-                    'command_latency_budget', 'controller_rate')
-# Jerk limits: parameter names of the scalar and of the per-joint list.
-JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
-# Read by the feedback policy, in FeedbackPolicy.configure's order.
-FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
-# Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
-CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
-                     'max_angular_speed': 'max_angular_speed',
-                     'max_joint_acceleration': 'max_joint_acceleration',
-                     'joint_acceleration_limits': 'joint_acceleration_limits',
-                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout',
-                     'posture': 'posture', 'posture_rate': 'posture_rate'}
 
 
 class StartupError(Exception):
@@ -135,20 +107,6 @@ def _refused_parameters(exc: Exception, params) -> SetParametersResult:
     return SetParametersResult(successful=False, reason=_internal_error(exc))
 
 
-def _descriptor(text: str, low: Optional[float] = None,
-                high: Optional[float] = None) -> ParameterDescriptor:
-    d = ParameterDescriptor(description=text)
-    if low is not None:
-        d.floating_point_range = [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
-    return d
-
-
-def _int_descriptor(text: str, low: int, high: int) -> ParameterDescriptor:
-    d = ParameterDescriptor(description=text)
-    d.integer_range = [IntegerRange(from_value=low, to_value=high, step=1)]
-    return d
-
-
 def _pose(position, quaternion) -> np.ndarray:
     """Return the 4x4 pose of a position (3,) and a unit quaternion (x, y, z, w)."""
     pose = np.eye(4)
@@ -164,17 +122,12 @@ class IKNode(Node):
         """Declare parameters, load the robot model, create the ROS interfaces."""
         super().__init__('ik_node', **kwargs)
         self._epoch_ns = self.get_clock().now().nanoseconds
-        self._declare_parameters()
+        declare_parameters(self)
         self._warn_unknown_parameters()
         self._check_choices()
         # The numba kernels compile in the background (KernelCompile); until
         # the ones a solver needs are done it runs on the numpy reference.
-        self._numba = compiled_status()[0] == 'numba'
-        self._warm: set = set()   # kernel_key()s compiled in this process
-        self.compiling: Optional[KernelCompile] = None
-        self._progress_at = 0.0
-        self._switch_interval = sys.getswitchinterval()   # restored after a compile
-        self._log_backend()
+        self.solvers = SolverSupply(self.get_logger())
         # publish_rate is fixed at start-up (refused at run time).
         rate = self.get_parameter('publish_rate').value
         self._period = 1.0 / rate
@@ -192,7 +145,7 @@ class IKNode(Node):
         # transport lost before a callback saw them.
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
         self.twist_gaps = SequenceGaps()
-        self._joint_msg = JointState()
+        self.encoder = None   # of the command output, for the model's joints
         self.frames: Optional[LinkFrames] = None
         self.feedback: Optional[FeedbackPolicy] = None
         self._command_order: Optional[list] = None   # chain indices in command order
@@ -271,79 +224,6 @@ class IKNode(Node):
             self.get_logger().warning(f"parameter '{name}' is not a parameter of ik_node and is "
                                       f'ignored{hint}')
 
-    def _declare_parameters(self):
-        self.declare_parameter('robot_description', '', _descriptor(
-            'URDF text of the robot (else urdf_path, else the robot_description topic)'))
-        self.declare_parameter('urdf_path', '', _descriptor(
-            'path of a URDF file, or of a .xacro file (expanded with xacro_arguments)'))
-        self.declare_parameter('xacro_arguments', Parameter.Type.STRING_ARRAY, _descriptor(
-            "arguments of a .xacro urdf_path, each 'name:=value'"))
-        self.declare_parameter('base_link', '', _descriptor('first link of the IK chain'))
-        self.declare_parameter('tip_link', '', _descriptor('link whose pose is controlled'))
-        self.declare_parameter('solver', 'auto', _descriptor(
-            'auto (analytic for SRS arms, else jacobian), analytic or jacobian'))
-        self.declare_parameter('publish_rate', 100.0, _descriptor(
-            'joint_states rate, Hz', 1.0, 1000.0))
-        self.declare_parameter('smoothing', True, _descriptor(
-            'cubic exp-map trajectory through the targets (false: straight for each target)'))
-        self.declare_parameter('max_linear_speed', 0.5, _descriptor(
-            'tip speed limit, m/s', 1e-3, 10.0))
-        self.declare_parameter('max_angular_speed', 1.0, _descriptor(
-            'tip rotation speed limit, rad/s', 1e-3, 20.0))
-        self.declare_parameter('max_joint_acceleration', TrackerConfig.max_joint_acceleration,
-                               _descriptor('acceleration limit of every joint, rad/s^2 '
-                                           '(m/s^2 for prismatic joints)', *ACCELERATION_RANGE))
-        self.declare_parameter('joint_acceleration_limits', Parameter.Type.DOUBLE_ARRAY,
-                               _descriptor('per-joint acceleration limits in chain order '
-                                           '(replace max_joint_acceleration when set)'))
-        self.declare_parameter('max_joint_jerk', 500.0, _descriptor(
-            'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic joints)', *JERK_RANGE))
-        self.declare_parameter('joint_jerk_limits', Parameter.Type.DOUBLE_ARRAY, _descriptor(
-            'per-joint jerk limits in chain order (replace max_joint_jerk when set)'))
-        self.declare_parameter('command_latency_budget', 0.03, _descriptor(
-            'joint_trajectory / position_array: the longest delay from a tick to the '
-            'controller reading its message (transport, clock offset, tick lateness), s; '
-            'commands are committed this much (plus three periods) ahead', 0.0, 1.0))
-        self.declare_parameter('controller_rate', 0.0, _descriptor(
-            "position_array: the controller manager's update_rate, Hz; arrays are sent at "
-            'this rate, sampled from the plan (0: publish_rate)', 0.0, 10000.0))
-        self.declare_parameter('target_qos', 'reliable', _descriptor(
-            'reliability of ~/target_pose: reliable or best_effort (teleop streams)'))
-        self.declare_parameter('target_queue_depth', 10, _int_descriptor(
-            'depth of the ~/target_pose queue (keep last: beyond it the oldest unread '
-            'target is dropped)', 1, 10000))
-        self.declare_parameter('initial_positions', Parameter.Type.DOUBLE_ARRAY, _descriptor(
-            'start joint vector in chain order (default: mid-limits)'))
-        self.declare_parameter('ik_timeout', TrackerConfig.ik_timeout, _descriptor(
-            'Jacobian solver budget per solve, s', 1e-4, 1.0))
-        self.declare_parameter('posture', Parameter.Type.DOUBLE_ARRAY, _descriptor(
-            'preferred joint vector, chain order: a redundant arm drifts toward it where the '
-            'target leaves freedom, keeping the tip (empty: none)'))
-        self.declare_parameter('posture_rate', TrackerConfig.posture_rate, _descriptor(
-            'fastest drift toward posture per joint, rad/s', 1e-3, 10.0))
-        self.declare_parameter('twist_timeout', TrackerConfig.twist_timeout, _descriptor(
-            '~/target_twist older than this stops the arm (dead-man), s', 1e-3, 10.0))
-        self.declare_parameter('feedback_topic', '', _descriptor(
-            "the robot's joint states (e.g. /joint_states of joint_state_broadcaster); "
-            "'' = none: the node is its own robot and publishes joint_states"))
-        self.declare_parameter('feedback_timeout', 0.1, _descriptor(
-            'feedback older than this is stale: the node holds and commands nothing, s',
-            1e-3, 10.0))
-        self.declare_parameter('resync_tolerance', 0.1, _descriptor(
-            'the command restarts from the measured joints when they leave the range of the '
-            'commands of the last 4 x servo_lag seconds by more, rad', 1e-6, 10.0))
-        self.declare_parameter('servo_lag', 0.15, _descriptor(
-            "the slowest time constant of the robot's position servos, s: a lag this slow "
-            'never re-syncs', 0.0, 2.0))
-        self.declare_parameter('command_output', 'joint_states', _descriptor(
-            'joint_states, joint_trajectory (trajectory_msgs/JointTrajectory for '
-            'joint_trajectory_controller) or position_array (std_msgs/Float64MultiArray for '
-            'forward_position_controller)'))
-        self.declare_parameter('command_topic', '', _descriptor(
-            "topic of the commands ('' = the default of command_output)"))
-        self.declare_parameter('command_joint_order', Parameter.Type.STRING_ARRAY, _descriptor(
-            'joint names in the order of the commands (default: the chain order)'))
-
     def _check_choices(self):
         """Raise StartupError (one line) for a start-up parameter outside its choices."""
         solver = self.get_parameter('solver').value
@@ -366,19 +246,6 @@ class IKNode(Node):
             self._config().check()
         except IKError as exc:
             raise StartupError(f'parameter {exc}') from None
-
-    def _log_backend(self):
-        """Say once which IK backend runs (numpy is much slower per iteration)."""
-        backend, why = compiled_status()
-        if backend == 'numba':
-            self.get_logger().info(
-                'IK backend: numba (compiled kernels); on a first start they compile in a child '
-                'process (about 13 s on an idle 2-core machine, longer on a busy one; ~0.7 s '
-                'from the cache later) while the numpy reference serves')
-            return
-        self.get_logger().warning(
-            f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
-            'correct but 20-150x slower: install numba (python3-numba) for the compiled one')
 
     def _value(self, name: str, changes: Dict[str, object]):
         """Return a parameter's value, or the value about to be set."""
@@ -445,84 +312,7 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
-        return self._ready_solver(self.chain, name, self.tracker.q)
-
-    def _ready_solver(self, chain: Chain, name: str, q0, wait_s: float = 0.0):
-        """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
-
-        Its numba twin once its kernels are compiled in this process. Else
-        they are compiled in a child process: ready within ``wait_s`` (a warm
-        cache), the numba twin; not, the numpy reference, and the tick
-        switches when they are (_switch_when_compiled). Raises ModelError
-        like make_solver.
-        """
-        if not self._numba:   # numba missing (auto is numpy) or its compile failed
-            return make_solver(chain, name, backend='numpy')
-        reference = make_solver(chain, name, backend='numpy')
-        key = kernel_key(reference, chain)
-        if key in self._warm:
-            return make_solver(chain, name)
-        if self.compiling is None:
-            job = KernelCompile(key, chain, name, q0, self._config(), wait_s)
-            self.compiling, self._progress_at = job, job.started
-            # Its thread loads the kernels beside the ticks: hand the GIL over
-            # every 0.5 ms, not 5 ms (it waited ~5 ms at each of many takes).
-            sys.setswitchinterval(COMPILE_SWITCH_INTERVAL_S)
-            if job.done:
-                self._collect_compile()
-                if key in self._warm:
-                    return make_solver(chain, name)
-        return reference
-
-    def _tracker_backend(self) -> str:
-        """Backend of the tracker's limiting step: numba once any compile is done."""
-        return 'auto' if self._warm else 'numpy'
-
-    def _switch_when_compiled(self) -> None:
-        """Log a background compile's progress; with kernels ready, switch to numba at rest.
-
-        The switch waits until the arm is at rest (every joint's velocity
-        zero): a motion runs on one backend from its start to its end.
-        """
-        self._collect_compile()
-        tracker = self.tracker
-        if tracker is None or not self._warm or np.any(tracker.v != 0.0):
-            return
-        if tracker.backend == 'numpy':
-            tracker.set_backend('auto')
-        if tracker.solver.backend != 'numpy':
-            return
-        if kernel_key(tracker.solver, self.chain) not in self._warm:
-            if self.compiling is None and self._numba:   # kernels of another solver class
-                self._ready_solver(self.chain, self.get_parameter('solver').value, tracker.q)
-            return
-        solver = make_solver(self.chain, self.get_parameter('solver').value)
-        solver.warm_up(tracker.q)
-        tracker.set_solver(solver)
-        self.get_logger().info(f'solver {solver.name}: numba from now on')
-
-    def _collect_compile(self) -> None:
-        """Log a running compile every COMPILE_PROGRESS_S; take in the result of a finished one."""
-        job = self.compiling
-        if job is None:
-            return
-        if not job.done:
-            if time.monotonic() - self._progress_at >= COMPILE_PROGRESS_S:
-                self._progress_at = time.monotonic()
-                self.get_logger().info(f'compiling the numba kernels: {job.elapsed():.0f} s so '
-                                       'far; the numpy reference serves meanwhile')
-            return
-        self.compiling = None
-        sys.setswitchinterval(self._switch_interval)
-        if job.error is not None:
-            self._numba = False
-            self.get_logger().warning(f'the numba kernels failed to compile ({job.error}); the '
-                                      'numpy reference goes on (correct, slower per solve)')
-            return
-        self._warm.add(job.key)
-        self.get_logger().info(f'numba kernels ready after {job.seconds:.1f} s (compiled or '
-                               f'loaded by a child process in {job.child_seconds:.1f} s, '
-                               'then loaded here); the switch waits for the arm at rest')
+        return self.solvers.ready(self.chain, name, self.tracker.q, self._config())
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
@@ -609,12 +399,12 @@ class IKNode(Node):
         order = self._joint_order(chain)
         q0 = self._initial_positions(chain)
         # At start-up, wait for a warm cache (the tracker is built on numba).
-        solver = self._ready_solver(chain, self.get_parameter('solver').value, q0,
+        solver = self.solvers.ready(chain, self.get_parameter('solver').value, q0, self._config(),
                                     STARTUP_COMPILE_WAIT_S if self.tracker is None else 0.0)
         now = self._instant()[1]
         if self.tracker is None:
             tracker = MotionTracker(chain, solver, self._config(), q0, now,
-                                    backend=self._tracker_backend())
+                                    backend=self.solvers.tracker_backend())
         else:  # the same joints carry on from where they are (no jump)
             tracker = carried_over(self.tracker, chain, solver, q0, now)
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
@@ -623,6 +413,8 @@ class IKNode(Node):
         stream = self._stream_for(tracker, now)
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
         self.stream = stream
+        self.encoder = ENCODERS[self.output](chain.joint_names, order, self._epoch_ns,
+                                             self.get_clock().clock_type)
         if self.feedback_topic:
             self.feedback = FeedbackPolicy(chain.joint_names, chain.lower, chain.upper,
                                            chain.velocity, *self._feedback_settings())
@@ -773,7 +565,8 @@ class IKNode(Node):
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
         self._watch_clock(now)
-        self._switch_when_compiled()
+        self.solvers.switch_when_compiled(self.tracker, self.get_parameter('solver').value,
+                                          self._config())
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1
@@ -840,38 +633,14 @@ class IKNode(Node):
         return True
 
     def _publish(self, stamp, now: float):
-        """Publish the plan on the command output (joint order: command_joint_order).
+        """Publish the plan on the command output at this tick (its encoder's message).
 
         joint_states: the command at now. joint_trajectory: the stream's
-        horizon, stamped with its first point's instant (at or before now), each
-        point's positions, velocities and accelerations. position_array: sent
-        by its own timer (_send_array).
+        horizon, stamped with its first point's instant (at or before now).
+        position_array: sent by its own timer (_send_array).
         """
-        stream = self.stream
-        if self.output == 'joint_states':
-            q, v, _ = stream.sample(now)
-            self.command_pub.publish(joint_state(self.tracker.joint_names, q, v,
-                                                 stamp.to_msg(), self._joint_msg))
-            return
-        if self.output == 'joint_trajectory':
-            self.command_pub.publish(self._trajectory(stream.horizon(now)))
-
-    def _trajectory(self, points) -> JointTrajectory:
-        """Return a JointTrajectory of plan points (s since the node's epoch), command order."""
-        order = self._command_order
-        msg = JointTrajectory(joint_names=[self.chain.joint_names[k] for k in order])
-        start_ns = self._epoch_ns + int(round(points[0].time * 1e9))
-        msg.header.stamp = Time(nanoseconds=start_ns,
-                                clock_type=self.get_clock().clock_type).to_msg()
-        for p in points:
-            offset = int(round(p.time * 1e9)) + self._epoch_ns - start_ns
-            msg.points.append(JointTrajectoryPoint(
-                positions=[float(p.q[k]) for k in order],
-                velocities=[float(p.v[k]) for k in order],
-                accelerations=[float(p.a[k]) for k in order],
-                time_from_start=Duration(sec=offset // 1_000_000_000,
-                                         nanosec=offset % 1_000_000_000)))
-        return msg
+        if self.output != 'position_array':
+            self.command_pub.publish(self.encoder.message(self.stream, stamp, now))
 
     def _send_array(self):
         """position_array: the plan's positions at this instant, in command order.
@@ -883,30 +652,16 @@ class IKNode(Node):
         """
         if self.stream is None or not self._arrays_flow():
             return
-        q = self.stream.send(self._instant()[1])
-        self.command_pub.publish(Float64MultiArray(data=[float(q[k])
-                                                         for k in self._command_order]))
+        self.command_pub.publish(self.encoder.message(self.stream, *self._instant()))
 
     # -- side outputs --------------------------------------------------------------------------
 
     def _publish_diagnostics(self):
-        """Publish one DiagnosticStatus: reachability, residuals, counts."""
-        status = DiagnosticStatus(name='ik_node: inverse kinematics', hardware_id='ik_node')
-        tracker = self.tracker
-        res = None if tracker is None else tracker.stats.last_result
-        target = None if tracker is None else tracker.target_result
-        stale = self._feedback_problem()
-        if tracker is None:
-            status.level, status.message = DiagnosticStatus.WARN, 'waiting for the robot model'
-        elif stale:
-            status.level, status.message = DiagnosticStatus.WARN, stale
-        elif target is not None and not target.success:
-            status.level = DiagnosticStatus.WARN
-            status.message = f'target unreachable: {target.reason}'
-        elif res is not None and not res.success:
-            status.level, status.message = DiagnosticStatus.WARN, f'unreachable: {res.reason}'
-        else:
-            status.level, status.message = DiagnosticStatus.OK, 'target reachable'
+        """Publish one DiagnosticStatus: reachability, residuals, counts (see .diagnostics)."""
+        now = self._instant()[1]
+        status = None if self.tracker is None else self.tracker.status()
+        stale = diagnostics.feedback_problem(self.feedback_topic, self.feedback, now)
+        level, message = diagnostics.level_and_message(status, stale)
         values = {'rejected_messages': str(sum(self.rejected.values())),
                   'callback_errors': str(self.callback_errors)}
         values.update({f'rejected_{k}': str(v) for k, v in sorted(self.rejected.items())})
@@ -914,84 +669,21 @@ class IKNode(Node):
         values['poles_received'] = str(self.poles_received)
         values['twists_received'] = str(self.twists_received)
         values['command_output'] = f'{self.output} on {self.command_topic}'
-        values.update(self._feedback_values())
+        values.update(diagnostics.feedback_values(self.feedback_topic, self.feedback, now))
         values['targets_dropped_unread'] = str(self.target_gaps.missing)
         values['twists_dropped_unread'] = str(self.twist_gaps.missing)
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
-        if tracker is not None:
-            values.update(self._tracker_values(tracker, res, target))
+        if status is not None:
+            values.update(diagnostics.tracker_values(status))
         if self.stream is not None:
-            values.update(self._stream_values(self.stream))
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        msg = DiagnosticArray(status=[status])
+            values.update(diagnostics.stream_values(self.stream, self.late_ticks,
+                                                    self.clock_jumps_back,
+                                                    self.clock_jumps_forward))
+        msg = DiagnosticArray(status=[DiagnosticStatus(
+            level=level, name='ik_node: inverse kinematics', message=message,
+            hardware_id='ik_node', values=[KeyValue(key=k, value=v) for k, v in values.items()])])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)
-
-    def _feedback_problem(self) -> str:
-        """Return why the node holds for want of feedback ('' when it does not)."""
-        if self.feedback is None:
-            return ''
-        fb = self.feedback.filter
-        if fb.time is None:
-            return f'waiting for the joint states on {self.feedback_topic}: no command yet'
-        age = self._instant()[1] - fb.time
-        if age > self.feedback.timeout:
-            return (f'feedback on {self.feedback_topic} is stale ({age:.3f} s old): holding, '
-                    'no command')
-        return ''
-
-    def _feedback_values(self) -> Dict[str, str]:
-        """Diagnostics of the feedback: topic, state, age, re-syncs."""
-        if not self.feedback_topic:
-            return {'feedback': 'off (the node publishes joint_states itself)'}
-        values = {'feedback': f"{'stale' if self._feedback_problem() else 'ok'} on "
-                              f'{self.feedback_topic}',
-                  'feedback_resyncs': str(0 if self.feedback is None else self.feedback.resyncs)}
-        if self.feedback is not None:
-            fb = self.feedback.filter
-            values['feedback_rejected'] = str(sum(fb.rejected.values()))
-            values.update({f'feedback_rejected_{k}': str(v)
-                           for k, v in sorted(fb.rejected.items())})
-            if fb.time is not None:
-                values['feedback_age_s'] = f'{self._instant()[1] - fb.time:.3g}'
-        return values
-
-    @staticmethod
-    def _tracker_values(tracker: MotionTracker, res, target) -> Dict[str, str]:
-        """Diagnostics key/values of the tracker: solver, mode, results, counters."""
-        budget = tracker.solver.budget_s
-        values = {'solver': tracker.solver.name, 'backend': tracker.solver.backend,
-                  'mode': tracker.mode, 'twist_timeouts': str(tracker.twist_timeouts),
-                  'twists_scaled_to_speed_limits': str(tracker.twists_scaled),
-                  'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}
-        if target is not None:
-            values.update({'target_reachable': str(target.success).lower(),
-                           'target_reason': target.reason})
-        if res is not None:
-            values.update({'reachable': str(res.success).lower(),
-                           'position_error_m': f'{res.position_error:.3g}',
-                           'orientation_error_rad': f'{res.orientation_error:.3g}',
-                           'solve_time_s': f'{tracker.stats.last_solve_s:.3g}'})
-        if tracker.stats.times:
-            p50, p99, top = np.percentile(tracker.stats.times, [50, 99, 100])
-            values.update({'solve_time_p50_s': f'{p50:.3g}', 'solve_time_p99_s': f'{p99:.3g}',
-                           'solve_time_max_s': f'{top:.3g}'})
-        trajectory = tracker.trajectory
-        values.update({'targets_clamped_to_workspace': str(tracker.targets_clamped),
-                       'keys_retimed': str(trajectory.retimed),
-                       'keys_dropped': str(trajectory.dropped),
-                       'keys_duplicate': str(trajectory.duplicates)})
-        return values
-
-    def _stream_values(self, stream: CommandStream) -> Dict[str, str]:
-        """Diagnostics of the command stream: lead, jerk window, late ticks, stalls."""
-        return {'command_lead_s': f'{stream.lead_s:.3g}',
-                'ticks_late': str(self.late_ticks),
-                'clock_jumps_back': str(self.clock_jumps_back),
-                'clock_jumps_forward': str(self.clock_jumps_forward),
-                'jerk_smoothing_delay_s': f'{stream.delay_s:.3g}',
-                'late_ticks_braked': str(stream.tails_adopted),
-                'array_stalls': str(stream.stalls)}
 
     def _publish_markers(self):
         """Publish the target arrow and the planned tip path (keys still ahead)."""
@@ -1038,6 +730,20 @@ def _spin_until(executor, done) -> None:
         executor.spin_once(timeout_sec=0.1)
 
 
+def _run(node: 'IKNode', stop: StopRequest) -> int:
+    """Spin ``node`` until a stop is requested, then until its stop is done; return 0."""
+    executor = SingleThreadedExecutor()
+    try:
+        executor.add_node(node)
+        gc.freeze()
+        _spin_until(executor, lambda: stop.count > 0)
+        deadline = node.begin_stop()
+        _spin_until(executor, lambda: stop.count > 1 or node.stop_done(deadline))
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+    return 0
+
+
 def main(args=None, stop: Optional[StopRequest] = None):
     """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration.
 
@@ -1053,35 +759,28 @@ def main(args=None, stop: Optional[StopRequest] = None):
         stop.install()
     if stop.count > 0:
         return 0
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     code = 0
-    executor = SingleThreadedExecutor()
-    try:
-        node = IKNode()
-        executor.add_node(node)
-        gc.freeze()
-        _spin_until(executor, lambda: stop.count > 0)
-        deadline = node.begin_stop()
-        _spin_until(executor, lambda: stop.count > 1 or node.stop_done(deadline))
-    except (StartupError, ParameterException) as exc:
-        print(f'ik_node: cannot start: {exc}', file=sys.stderr)
-        code = 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        if node is not None:
-            try:
-                node.destroy_node()
-            except Exception:  # noqa: B902 - already torn down by a shutdown
-                pass
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    if node is not None and node.compiling is not None and not node.compiling.done:
+    with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+        try:
+            node = IKNode()
+            code = _run(node, stop)
+        except (StartupError, ParameterException) as exc:
+            print(f'ik_node: cannot start: {exc}', file=sys.stderr)
+            code = 1
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            if node is not None:
+                try:
+                    node.destroy_node()
+                except Exception:  # noqa: B902 - already torn down by a shutdown
+                    pass
+    compiling = None if node is None else node.solvers.compiling
+    if compiling is not None and not compiling.done:
         # The compile thread may be inside LLVM: finalizing the interpreter
         # around it can crash the exit. Everything of ours is shut down.
-        node.compiling.cancel()
+        compiling.cancel()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

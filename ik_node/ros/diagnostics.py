@@ -1,0 +1,110 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The node's diagnostics: key/values from snapshots of the tracker, the stream and the feedback.
+
+Plain functions of what they are given (no node, no publisher), so that
+what ``/diagnostics`` says is read from one place: the tracker's
+:class:`ik_node.core.motion.tracker.TrackerStatus`, the command stream's
+counters, the feedback policy's. Every value is a string, as
+diagnostic_msgs/KeyValue carries it.
+"""
+
+from typing import Dict, Optional, Tuple
+
+from diagnostic_msgs.msg import DiagnosticStatus
+from ik_node.core.motion.feedback import FeedbackPolicy
+from ik_node.core.motion.stream import CommandStream
+from ik_node.core.motion.tracker import TrackerStatus
+
+
+def level_and_message(status: Optional[TrackerStatus], stale: str) -> Tuple[bytes, str]:
+    """Return (DiagnosticStatus level, message): no model, stale feedback, unreachable, or OK."""
+    if status is None:
+        return DiagnosticStatus.WARN, 'waiting for the robot model'
+    if stale:
+        return DiagnosticStatus.WARN, stale
+    target, res = status.target_result, status.last_result
+    if target is not None and not target.success:
+        return DiagnosticStatus.WARN, f'target unreachable: {target.reason}'
+    if res is not None and not res.success:
+        return DiagnosticStatus.WARN, f'unreachable: {res.reason}'
+    return DiagnosticStatus.OK, 'target reachable'
+
+
+def tracker_values(status: TrackerStatus) -> Dict[str, str]:
+    """Diagnostics of the tracker: solver, mode, results, solve times, counters."""
+    budget = status.ik_budget_s
+    values = {'solver': status.solver, 'backend': status.backend, 'mode': status.mode,
+              'twist_timeouts': str(status.twist_timeouts),
+              'twists_scaled_to_speed_limits': str(status.twists_scaled),
+              'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}
+    target, res = status.target_result, status.last_result
+    if target is not None:
+        values.update({'target_reachable': str(target.success).lower(),
+                       'target_reason': target.reason})
+    if res is not None:
+        values.update({'reachable': str(res.success).lower(),
+                       'position_error_m': f'{res.position_error:.3g}',
+                       'orientation_error_rad': f'{res.orientation_error:.3g}',
+                       'solve_time_s': f'{status.last_solve_s:.3g}'})
+    if status.solve_time_percentiles is not None:
+        p50, p99, top = status.solve_time_percentiles
+        values.update({'solve_time_p50_s': f'{p50:.3g}', 'solve_time_p99_s': f'{p99:.3g}',
+                       'solve_time_max_s': f'{top:.3g}'})
+    values.update({'targets_clamped_to_workspace': str(status.targets_clamped),
+                   'keys_retimed': str(status.keys_retimed),
+                   'keys_dropped': str(status.keys_dropped),
+                   'keys_duplicate': str(status.keys_duplicate)})
+    return values
+
+
+def stream_values(stream: CommandStream, late_ticks: int, jumps_back: int,
+                  jumps_forward: int) -> Dict[str, str]:
+    """Diagnostics of the command stream (lead, jerk window, tails, stalls) and the clock."""
+    return {'command_lead_s': f'{stream.lead_s:.3g}',
+            'ticks_late': str(late_ticks),
+            'clock_jumps_back': str(jumps_back),
+            'clock_jumps_forward': str(jumps_forward),
+            'jerk_smoothing_delay_s': f'{stream.delay_s:.3g}',
+            'late_ticks_braked': str(stream.tails_adopted),
+            'array_stalls': str(stream.stalls)}
+
+
+def feedback_problem(topic: str, policy: Optional[FeedbackPolicy], now: float) -> str:
+    """Return why the node holds for want of feedback at ``now`` (s), '' when it does not."""
+    if policy is None:
+        return ''
+    fb = policy.filter
+    if fb.time is None:
+        return f'waiting for the joint states on {topic}: no command yet'
+    age = now - fb.time
+    if age > policy.timeout:
+        return f'feedback on {topic} is stale ({age:.3f} s old): holding, no command'
+    return ''
+
+
+def feedback_values(topic: str, policy: Optional[FeedbackPolicy], now: float) -> Dict[str, str]:
+    """Diagnostics of the feedback at ``now`` (s): topic, state, age, re-syncs, rejections."""
+    if not topic:
+        return {'feedback': 'off (the node publishes joint_states itself)'}
+    stale = feedback_problem(topic, policy, now)
+    values = {'feedback': f"{'stale' if stale else 'ok'} on {topic}",
+              'feedback_resyncs': str(0 if policy is None else policy.resyncs)}
+    if policy is not None:
+        fb = policy.filter
+        values['feedback_rejected'] = str(sum(fb.rejected.values()))
+        values.update({f'feedback_rejected_{k}': str(v) for k, v in sorted(fb.rejected.items())})
+        if fb.time is not None:
+            values['feedback_age_s'] = f'{now - fb.time:.3g}'
+    return values

@@ -1,0 +1,143 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The node's parameters, one table: name, default, description, range, when settable.
+
+:data:`PARAMETERS` is what ``ik_node`` declares (in this order) and what the
+README's parameter table lists. A default given as a ``Parameter.Type`` is
+an array with no default (empty). ``fixed``: only at start-up (it shapes the
+interfaces or the model); the others apply at run time.
+"""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig
+from ik_node.core.motion.jerk import JERK_RANGE
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.parameter import Parameter
+
+QOS_CHOICES = ('reliable', 'best_effort')
+STRINGS, DOUBLES = Parameter.Type.STRING_ARRAY, Parameter.Type.DOUBLE_ARRAY
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its name, default (or array type), description and range."""
+
+    name: str
+    default: object
+    text: str
+    low: Optional[float] = None
+    high: Optional[float] = None
+    fixed: bool = False
+
+    def descriptor(self) -> ParameterDescriptor:
+        """Return the ROS descriptor: the description, and the range of a number."""
+        d = ParameterDescriptor(description=self.text)
+        if self.low is None:
+            return d
+        if isinstance(self.default, int) and not isinstance(self.default, bool):
+            d.integer_range = [IntegerRange(from_value=int(self.low), to_value=int(self.high),
+                                            step=1)]
+        else:
+            d.floating_point_range = [FloatingPointRange(from_value=self.low,
+                                                         to_value=self.high, step=0.0)]
+        return d
+
+
+PARAMETERS: Tuple[Param, ...] = (
+    Param('robot_description', '', 'URDF text of the robot (else urdf_path, else the '
+          'robot_description topic)', fixed=True),
+    Param('urdf_path', '', 'path of a URDF file, or of a .xacro file (expanded with '
+          'xacro_arguments)', fixed=True),
+    Param('xacro_arguments', STRINGS, "arguments of a .xacro urdf_path, each 'name:=value'",
+          fixed=True),
+    Param('base_link', '', 'first link of the IK chain', fixed=True),
+    Param('tip_link', '', 'link whose pose is controlled', fixed=True),
+    Param('solver', 'auto', 'auto (analytic for SRS arms, else jacobian), analytic or '
+          'jacobian'),
+    Param('publish_rate', 100.0, 'joint_states rate, Hz', 1.0, 1000.0, fixed=True),
+    Param('smoothing', True, 'cubic exp-map trajectory through the targets (false: straight '
+          'for each target)'),
+    Param('max_linear_speed', 0.5, 'tip speed limit, m/s', 1e-3, 10.0),
+    Param('max_angular_speed', 1.0, 'tip rotation speed limit, rad/s', 1e-3, 20.0),
+    Param('max_joint_acceleration', TrackerConfig.max_joint_acceleration,
+          'acceleration limit of every joint, rad/s^2 (m/s^2 for prismatic joints)',
+          *ACCELERATION_RANGE),
+    Param('joint_acceleration_limits', DOUBLES, 'per-joint acceleration limits in chain '
+          'order (replace max_joint_acceleration when set)'),
+    Param('max_joint_jerk', 500.0, 'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic '
+          'joints)', *JERK_RANGE),
+    Param('joint_jerk_limits', DOUBLES, 'per-joint jerk limits in chain order (replace '
+          'max_joint_jerk when set)'),
+    Param('command_latency_budget', 0.03, 'joint_trajectory / position_array: the longest '
+          'delay from a tick to the controller reading its message (transport, clock offset, '
+          'tick lateness), s; commands are committed this much (plus three periods) ahead',
+          0.0, 1.0, fixed=True),
+    Param('controller_rate', 0.0, "position_array: the controller manager's update_rate, Hz; "
+          'arrays are sent at this rate, sampled from the plan (0: publish_rate)',
+          0.0, 10000.0, fixed=True),
+    Param('target_qos', 'reliable', 'reliability of ~/target_pose: reliable or best_effort '
+          '(teleop streams)', fixed=True),
+    Param('target_queue_depth', 10, 'depth of the ~/target_pose queue (keep last: beyond it '
+          'the oldest unread target is dropped)', 1, 10000, fixed=True),
+    Param('initial_positions', DOUBLES, 'start joint vector in chain order (default: '
+          'mid-limits)', fixed=True),
+    Param('ik_timeout', TrackerConfig.ik_timeout, 'Jacobian solver budget per solve, s',
+          1e-4, 1.0),
+    Param('posture', DOUBLES, 'preferred joint vector, chain order: a redundant arm drifts '
+          'toward it where the target leaves freedom, keeping the tip (empty: none)'),
+    Param('posture_rate', TrackerConfig.posture_rate, 'fastest drift toward posture per '
+          'joint, rad/s', 1e-3, 10.0),
+    Param('twist_timeout', TrackerConfig.twist_timeout, '~/target_twist older than this '
+          'stops the arm (dead-man), s', 1e-3, 10.0),
+    Param('feedback_topic', '', "the robot's joint states (e.g. /joint_states of "
+          "joint_state_broadcaster); '' = none: the node is its own robot and publishes "
+          'joint_states', fixed=True),
+    Param('feedback_timeout', 0.1, 'feedback older than this is stale: the node holds and '
+          'commands nothing, s', 1e-3, 10.0),
+    Param('resync_tolerance', 0.1, 'the command restarts from the measured joints when they '
+          'leave the range of the commands of the last 4 x servo_lag seconds by more, rad',
+          1e-6, 10.0),
+    Param('servo_lag', 0.15, "the slowest time constant of the robot's position servos, s: a "
+          'lag this slow never re-syncs', 0.0, 2.0),
+    Param('command_output', 'joint_states', 'joint_states, joint_trajectory '
+          '(trajectory_msgs/JointTrajectory for joint_trajectory_controller) or '
+          'position_array (std_msgs/Float64MultiArray for forward_position_controller)',
+          fixed=True),
+    Param('command_topic', '', "topic of the commands ('' = the default of command_output)",
+          fixed=True),
+    Param('command_joint_order', STRINGS, 'joint names in the order of the commands '
+          '(default: the chain order)', fixed=True),
+)
+
+# Parameters fixed once the model is loaded (they shape the interfaces or the model).
+FIXED_PARAMETERS = tuple(p.name for p in PARAMETERS if p.fixed)
+# Jerk limits: parameter names of the scalar and of the per-joint list.
+JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
+# Read by the feedback policy, in FeedbackPolicy.configure's order.
+FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
+# Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
+CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
+                     'max_angular_speed': 'max_angular_speed',
+                     'max_joint_acceleration': 'max_joint_acceleration',
+                     'joint_acceleration_limits': 'joint_acceleration_limits',
+                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout',
+                     'posture': 'posture', 'posture_rate': 'posture_rate'}
+
+
+def declare_parameters(node) -> None:
+    """Declare every parameter of :data:`PARAMETERS` on ``node`` (an rclpy Node), in order."""
+    for p in PARAMETERS:
+        node.declare_parameter(p.name, p.default, p.descriptor())

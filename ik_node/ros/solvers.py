@@ -1,0 +1,153 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Solvers that can run now: the numpy reference until the numba kernels are compiled.
+
+The node never compiles in a tick. :class:`SolverSupply` builds each solver
+on numba once its kernels are compiled (or loaded from the cache) in this
+process; until then on the numpy reference, while a child process compiles
+them (:class:`ik_node.core.warm.KernelCompile`) and the tick switches the
+tracker over at rest. Progress and outcome go to the node's logger.
+"""
+
+import sys
+import time
+from typing import Optional
+
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.kernels.backend import compiled_status
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.warm import kernel_key, KernelCompile
+import numpy as np
+
+# Seconds between two progress lines while the numba kernels compile.
+COMPILE_PROGRESS_S = 5.0
+# Python's GIL switch interval while kernels load in a thread beside the ticks, s.
+COMPILE_SWITCH_INTERVAL_S = 0.0005
+
+
+class SolverSupply:
+    """Solvers on numba once compiled here, else on the numpy reference (module docstring).
+
+    Args:
+        logger: the node's logger (info, warning).
+
+    Attributes:
+        numba: numba is there and its kernels compile.
+        warm: kernel_key()s compiled in this process.
+        compiling: the background compile under way (KernelCompile), or None.
+
+    """
+
+    def __init__(self, logger):
+        """Nothing compiled yet; say once which backend runs."""
+        self._logger = logger
+        self.numba = compiled_status()[0] == 'numba'
+        self.warm: set = set()
+        self.compiling: Optional[KernelCompile] = None
+        self._progress_at = 0.0
+        self._switch_interval = sys.getswitchinterval()   # restored after a compile
+        self.log_backend()
+
+    def log_backend(self) -> None:
+        """Say once which IK backend runs (numpy is much slower per iteration)."""
+        backend, why = compiled_status()
+        if backend == 'numba':
+            self._logger.info(
+                'IK backend: numba (compiled kernels); on a first start they compile in a child '
+                'process (about 13 s on an idle 2-core machine, longer on a busy one; ~0.7 s '
+                'from the cache later) while the numpy reference serves')
+            return
+        self._logger.warning(
+            f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
+            'correct but 20-150x slower: install numba (python3-numba) for the compiled one')
+
+    def ready(self, chain: Chain, name: str, q0, config: TrackerConfig,
+              wait_s: float = 0.0):
+        """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
+
+        Its numba twin once its kernels are compiled in this process. Else
+        they are compiled in a child process: ready within ``wait_s`` (a warm
+        cache), the numba twin; not, the numpy reference, and the tick
+        switches when they are (switch_when_compiled). Raises ModelError
+        like make_solver.
+        """
+        if not self.numba:   # numba missing (auto is numpy) or its compile failed
+            return make_solver(chain, name, backend='numpy')
+        reference = make_solver(chain, name, backend='numpy')
+        key = kernel_key(reference, chain)
+        if key in self.warm:
+            return make_solver(chain, name)
+        if self.compiling is None:
+            job = KernelCompile(key, chain, name, q0, config, wait_s)
+            self.compiling, self._progress_at = job, job.started
+            # Its thread loads the kernels beside the ticks: hand the GIL over
+            # every 0.5 ms, not 5 ms (it waited ~5 ms at each of many takes).
+            sys.setswitchinterval(COMPILE_SWITCH_INTERVAL_S)
+            if job.done:
+                self.collect()
+                if key in self.warm:
+                    return make_solver(chain, name)
+        return reference
+
+    def tracker_backend(self) -> str:
+        """Backend of the tracker's limiting step: numba once any compile is done."""
+        return 'auto' if self.warm else 'numpy'
+
+    def switch_when_compiled(self, tracker: Optional[MotionTracker], name: str,
+                             config: TrackerConfig) -> None:
+        """Log a background compile's progress; with kernels ready, switch to numba at rest.
+
+        ``name``: the solver parameter. The switch waits until the arm is at
+        rest (every joint's velocity zero): a motion runs on one backend from
+        its start to its end.
+        """
+        self.collect()
+        if tracker is None or not self.warm or np.any(tracker.v != 0.0):
+            return
+        if tracker.backend == 'numpy':
+            tracker.set_backend('auto')
+        if tracker.solver.backend != 'numpy':
+            return
+        if kernel_key(tracker.solver, tracker.chain) not in self.warm:
+            if self.compiling is None and self.numba:   # kernels of another solver class
+                self.ready(tracker.chain, name, tracker.q, config)
+            return
+        solver = make_solver(tracker.chain, name)
+        solver.warm_up(tracker.q)
+        tracker.set_solver(solver)
+        self._logger.info(f'solver {solver.name}: numba from now on')
+
+    def collect(self) -> None:
+        """Log a running compile every COMPILE_PROGRESS_S; take in the result of a finished one."""
+        job = self.compiling
+        if job is None:
+            return
+        if not job.done:
+            if time.monotonic() - self._progress_at >= COMPILE_PROGRESS_S:
+                self._progress_at = time.monotonic()
+                self._logger.info(f'compiling the numba kernels: {job.elapsed():.0f} s so '
+                                  'far; the numpy reference serves meanwhile')
+            return
+        self.compiling = None
+        sys.setswitchinterval(self._switch_interval)
+        if job.error is not None:
+            self.numba = False
+            self._logger.warning(f'the numba kernels failed to compile ({job.error}); the '
+                                 'numpy reference goes on (correct, slower per solve)')
+            return
+        self.warm.add(job.key)
+        self._logger.info(f'numba kernels ready after {job.seconds:.1f} s (compiled or '
+                          f'loaded by a child process in {job.child_seconds:.1f} s, '
+                          'then loaded here); the switch waits for the arm at rest')
