@@ -160,14 +160,10 @@ def solutions():
     return out
 
 
-def _figure_eight(t, center, size, period):
-    from ik_node.ros.demo import figure_eight
-    return figure_eight(t, center, size, period)
-
-
 def demo_stream(arm, backend, extras=False):
     """Return (digest, final joints) of the demo sequence's commands on ``arm``."""
     from ik_node.core import rotations as rot
+    from ik_node.core.motion.paths import figure_eight, play_demo
     stream_class = find('CommandStream', 'ik_node.core.motion.stream', 'ik_node.core.stream')
     tracker_class = find('MotionTracker', 'ik_node.core.motion.tracker', 'ik_node.core.tracker')
     config_class = find('TrackerConfig', 'ik_node.core.motion.tracker', 'ik_node.core.tracker')
@@ -183,7 +179,7 @@ def demo_stream(arm, backend, extras=False):
     center, size, period = tip[:3, 3], 0.1, 8.0
 
     def target(t):
-        p, q = _figure_eight(t, center, size, period)
+        p, q = figure_eight(t, center, size, period)
         pose = np.eye(4)
         pose[:3, :3] = rot.quaternion_to_matrix(
             rot.multiply(q, rot.matrix_to_quaternion(tip[:3, :3])))
@@ -198,19 +194,7 @@ def demo_stream(arm, backend, extras=False):
             rows.extend((q, v, a, tracker.q, tracker.v))
         return t
 
-    start = target(0.0)
-    tracker.add_target(0.0, start)
-    t = run(0.0, 5.0)
-    t0 = t
-    for _ in range(16 * 20):
-        tracker.add_target(t, target(t - t0))
-        t = run(t, 0.05)
-    far = start.copy()
-    far[:3, 3] = [2.0, 0.0, 0.5]
-    tracker.add_target(t, far)
-    t = run(t, 1.0)
-    tracker.add_target(t, start)
-    t = run(t, 8.0)
+    t = play_demo(target, tracker.add_target, run, settle_s=5.0, back_s=8.0)
     if extras:
         tracker.set_pole(np.array([0.0, 1.0, 0.8]))
         t = run(t, 3.0)

@@ -29,10 +29,7 @@ from hypothesis import strategies as st
 from ik_node.bench.events import EVENTS, run_event
 from ik_node.bench.feedback import closed_loop as bench_loop
 from ik_node.bench.feedback import iiwa14, PERIOD, Q0, Servo, SERVO_DT, SERVO_LAG, TOLERANCE
-from ik_node.core.ik.factory import make_solver
-from ik_node.core.motion.feedback import CONFIRMATIONS, FeedbackPolicy
-from ik_node.core.motion.stream import CommandStream, controller_lead
-from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.motion.feedback import CONFIRMATIONS
 import numpy as np
 from oracle import pose_errors
 
@@ -170,31 +167,21 @@ def run_with_lost_feedback(push):
 
     Returns (policy, [(tick time, decision)], plan minus measured joints at the sync).
     """
-    tracker = MotionTracker(CHAIN, make_solver(CHAIN, 'auto'), TrackerConfig(), Q0, 0.0)
-    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0,
-                           budget_s=0.03)
-    policy = FeedbackPolicy(CHAIN.joint_names, CHAIN.lower, CHAIN.upper, CHAIN.velocity,
-                            timeout=0.1, tolerance=TOLERANCE, servo_lag=SERVO_LAG)
-    servo = Servo(Q0, 0.05)
     goal = CHAIN.forward(Q0 + np.array([0.6, -0.5, 0.4, 0.5, -0.4, 0.3, 0.5]))
-    decisions, gap = [], None
-    for k in range(1, int(round(1.5 / SERVO_DT)) + 1):
-        t = k * SERVO_DT
-        if k == int(round(0.7 / SERVO_DT)) and np.any(push):
-            servo.q, servo.held = servo.q + push, True   # a hand holds it there
-        servo.step(stream.sample(t)[0])
-        if k % 2 == 0 and not 0.5 <= t < 0.8:   # 250 Hz states, 0 s late
-            assert policy.take(CHAIN.joint_names, servo.q.tolist(), servo.v.tolist(), t,
-                               t) in ('', 'implausible_jump')
-        if k % int(round(PERIOD / SERVO_DT)) == 0:
-            if k == int(round(0.1 / SERVO_DT)):
-                tracker.add_target(t + stream.lead_s, goal)
-            reference = policy.decide(t, stream)
-            decisions.append((t, policy.last))
-            if policy.last == 'sync' and t > 0.75:
-                gap = np.abs(stream.sample(t)[0] - policy.filter.q)
-            stream.advance(t, reference)
-    return policy, decisions, gap
+    decisions, gaps = [], []
+
+    def on_tick(t, policy, stream):
+        decisions.append((t, policy.last))
+        if policy.last == 'sync' and t > 0.75:
+            gaps.append(np.abs(stream.sample(t)[0] - policy.filter.q))
+
+    def check_take(verdict, stamp, pushed_at):
+        assert verdict in ('', 'implausible_jump')
+
+    run = bench_loop(CHAIN, Servo(Q0, 0.05), [(0.1, goal)], 250.0, 0.0, 1.5,
+                     push=(0.7, push) if np.any(push) else None, check_take=check_take,
+                     lost=(0.5, 0.8), on_tick=on_tick)
+    return run.policy, decisions, gaps[0] if gaps else None
 
 
 def test_a_push_while_the_feedback_is_lost_is_followed_and_counted_when_it_comes_back():

@@ -31,7 +31,7 @@ from ik_node import Chain
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.factory import make_solver
-from ik_node.core.motion.paths import figure_eight
+from ik_node.core.motion.paths import figure_eight, play_demo
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.poses import pose_matrix
 import numpy as np
@@ -488,20 +488,10 @@ def _demo_posture_gap(posture):
             judge(tracker.command(t))
         return t
 
-    start = target(0.0)
-    tracker.add_target(0.0, start)
-    t = run(0.0, 10.0)
-    before = tracker.q.copy()
-    t0 = t
-    for _ in range(16 * 20):
-        tracker.add_target(t, target(t - t0))
-        t = run(t, 0.05)
-    far = start.copy()
-    far[:3, 3] = [2.0, 0.0, 0.5]
-    tracker.add_target(t, far)
-    t = run(t, 1.0)
-    tracker.add_target(t, start)
-    run(t, 15.0)
+    settled = []
+    play_demo(target, tracker.add_target, run, settle_s=10.0, back_s=15.0,
+              settled=lambda: settled.append(tracker.q.copy()))
+    before, start = settled[0], target(0.0)
     assert max(pose_errors(chain, before, start)) < 1e-9
     assert max(pose_errors(chain, tracker.q, start)) < 1e-9
     return float(np.max(np.abs(tracker.q - before)))

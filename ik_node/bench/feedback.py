@@ -101,14 +101,16 @@ class Run:
 
 
 def closed_loop(chain, servo, targets, rate, latency, seconds, push=None,
-                policy_class=FeedbackPolicy, check_take=None) -> Run:
+                policy_class=FeedbackPolicy, check_take=None, lost=None, on_tick=None) -> Run:
     """Run the loop; return a Run.
 
     targets: [(time, pose)]; push: (time, (n,) displacement): the servo is
     moved there and held (it no longer follows: a controller switched) until
     the plan re-syncs. Runs ``seconds``, and on until 1 s after the plan comes
     to rest (30 s at most). ``check_take(verdict, stamp, pushed_at)`` sees each
-    state's verdict (tests assert on it).
+    state's verdict (tests assert on it). ``lost``: (start, end), s: the states
+    measured in that window never arrive. ``on_tick(t, policy, stream)`` runs
+    at each tick after the policy's decision, before the stream advances.
     """
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), Q0, 0.0)
     stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0,
@@ -126,7 +128,7 @@ def closed_loop(chain, servo, targets, rate, latency, seconds, push=None,
             servo.q = np.clip(servo.q + push[1], chain.lower, chain.upper)
             servo.held, pushed_at = True, t
         servo.step(stream.sample(t)[0])
-        if k % every == 0:
+        if k % every == 0 and not (lost is not None and lost[0] <= t < lost[1]):
             in_flight.append((t + latency, t, servo.q.copy(), servo.v.copy()))
         while in_flight and in_flight[0][0] <= t + 1e-12:
             _, stamp, q, v = in_flight.pop(0)
@@ -136,8 +138,12 @@ def closed_loop(chain, servo, targets, rate, latency, seconds, push=None,
         if k % tick_every == 0:
             while pending and pending[0][0] <= t:
                 tracker.add_target(t + stream.lead_s, pending.pop(0)[1])
+            resyncs = policy.resyncs
             reference = policy.decide(t, stream)
-            if policy.last == 'resync' and pushed_at is not None and detected is None:
+            if on_tick is not None:
+                on_tick(t, policy, stream)
+            # A re-sync: found while the states flow, or as a hold of lost ones ends.
+            if policy.resyncs > resyncs and pushed_at is not None and detected is None:
                 detected = t - pushed_at
                 gap = float(np.max(np.abs(stream.sample(t)[0] - policy.filter.q)))
                 servo.held = False

@@ -30,7 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.paths import figure_eight
+from ik_node.core.motion.paths import FAR_POSITION, figure_eight
 from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
@@ -167,7 +167,7 @@ def run(args):
                       f"{1000 * err:6.1f} mm  IK residual {s.get('position_error_m', '?')} m  "
                       f"solve {float(s.get('solve_time_s', 'nan')) * 1e6:6.1f} us")
         print('unreachable target: 2 m in front of the robot')
-        far = np.array([2.0, 0.0, 0.5])
+        far = np.array(FAR_POSITION)
         demo.send(far, sent[-1][2])
         demo.spin(1.0)
         unreachable_reported = demo.status.get('target_reachable') == 'false'

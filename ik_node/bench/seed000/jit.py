@@ -28,8 +28,10 @@ from ik_node.core.kernels.compile import cached_folder_of, K
 import numba
 import numpy as np
 
-# This module's machine code includes the core's kernels (K): dropped when they change.
-cached_folder_of(Path(__file__).parent, Path(__file__).parent)
+# This module's machine code includes the core's kernels (K) and seed000's own
+# sources (balljoint's constants): dropped when either changes.
+SEED000_DIR = Path(__file__).parent
+cached_folder_of(SEED000_DIR, SEED000_DIR)
 
 QUATERNION = KIND_CODES['quaternion']
 EULER = KIND_CODES['euler']
