@@ -55,7 +55,7 @@ def test_core_imports_and_runs_without_ros_or_urdf_libraries():
     assert int(result.stdout.strip().splitlines()[-1]) >= 2  # errors, rotations, ...
 
 
-# Each layer may import only the layers below it (README, Layout): module prefix
+# Each layer may import only the layers below it (doc/development.md, Layout): module prefix
 # -> the ik_node modules it must not import. Inside the core the folders follow
 # the data flow: kernels (everything numba compiles) -> model -> ik -> motion.
 ABOVE_THE_CORE = ('ik_node.urdf', 'ik_node.ros', 'ik_node.bench')

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Every command line the README shows is run as written: by CI or by a test here.
+"""Every command line the README (and doc/) shows is run as written: by CI or by a test here.
 
 The README's bash blocks are parsed, not copied: editing a command there
 changes what runs here. The two main commands are lines of ``.ci/run``; the
@@ -20,7 +20,9 @@ shell-session block runs in a clean shell (no venv on PATH); the colcon lines
 of the distro path run in a scratch workspace. ``rosdep`` and the ``ros2``
 CLI are not installable here: their lines are checked against what they
 name (launch file, arguments, topic, frame, benchmark, parameter file)
-instead.
+instead. The pages of doc/ may show no command that neither runs; the
+README's parameter table is the node's, its Python example runs, and every
+link of the README and doc/ leads somewhere.
 """
 
 import os
@@ -39,6 +41,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / 'README.md'
+DOC_PAGES = sorted((ROOT / 'doc').glob('*.md'))
+# The README a user reads in five minutes (issue 23: ~200 lines); the rest is in doc/.
+README_MOST_LINES = 220
 QUICK_START = 'Quick start'
 DISTRO = 'Standard ROS 2 path'
 REAL_ARM = 'Use with a real arm'
@@ -51,14 +56,14 @@ BARE_PATH = os.pathsep.join(p for p in os.environ['PATH'].split(os.pathsep)
                             if not p.startswith(str(ROOT)))
 
 
-def readme_commands():
-    """Return (section, command) for each command line of the README's bash blocks.
+def readme_commands(page=README):
+    """Return (section, command) for each command line of a page's bash blocks (the README).
 
     Trailing comments are dropped; the section is the nearest '## ' heading (up to
     a parenthesis).
     """
     section, in_block, found = '', False, []
-    for line in README.read_text(encoding='utf-8').splitlines():
+    for line in page.read_text(encoding='utf-8').splitlines():
         if line.startswith('```'):
             in_block = line.strip() == '```bash' if not in_block else False
             continue
@@ -111,6 +116,9 @@ def test_every_readme_command_is_run_by_ci_or_by_a_test():
     orphans = [(sec, cmd) for sec, cmd in readme_commands()
                if cmd not in ci and sec not in runners]
     assert not orphans, f'README commands run by neither .ci/run nor test_readme.py: {orphans}'
+    for page in DOC_PAGES:     # no test here runs doc/ commands: only CI's lines may appear
+        orphans = [cmd for _, cmd in readme_commands(page) if cmd not in ci]
+        assert not orphans, f'{page.name}: commands run by neither .ci/run nor a test: {orphans}'
 
 
 @pytest.mark.integration
@@ -319,7 +327,8 @@ def test_real_arm_line_names_the_node_and_the_bundled_parameter_file():
 
 def test_ik_bench_commands_named_in_the_readme_parse():
     """Every `ik_bench ...` the README names (figures' commands) is a valid command line."""
-    named = set(re.findall(r'`ik_bench ([^`]+)`', README.read_text(encoding='utf-8')))
+    named = {command for page in [README, *DOC_PAGES]
+             for command in re.findall(r'`ik_bench ([^`]+)`', page.read_text(encoding='utf-8'))}
     assert len(named) >= 10, named
     parser = build_parser()
     for text in sorted(named):
@@ -351,3 +360,90 @@ def test_console_scripts_are_on_path_after_sourcing_the_env_script():
     result = run_bash(script, clean_env(), ROOT, 120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.split() == [str(ROOT / '.venv' / 'bin' / n) for n in names]
+
+
+def readme_parameter_rows():
+    """Return the rows of the README's parameter table as lists of cells (backticks kept)."""
+    rows, inside = [], False
+    for line in README.read_text(encoding='utf-8').splitlines():
+        if line.startswith('| parameter | default | range | set | what |'):
+            inside = True
+        elif inside and line.startswith('|') and not line.startswith('|---'):
+            rows.append([cell.strip() for cell in line.strip('|').split(' | ')])
+        elif inside and not line.startswith('|'):
+            break
+    return rows
+
+
+def test_the_readme_parameter_table_is_what_the_node_declares():
+    """Each row: the declared name, default, range and description, in declaration order."""
+    from ik_node.ros.parameters import PARAMETERS
+    import rclpy
+    from rclpy.parameter import Parameter
+    rows = readme_parameter_rows()
+    assert [row[0] for row in rows] == [f'`{p.name}`' for p in PARAMETERS]
+    for (name, default, bounds, when, what), p in zip(rows, PARAMETERS):
+        if isinstance(p.default, Parameter.Type):
+            assert default == '[]', name
+        elif isinstance(p.default, bool):
+            assert default == str(p.default).lower(), name
+        elif isinstance(p.default, str):
+            assert default == f"`'{p.default}'`", name
+        else:
+            assert float(default) == p.default, name
+        if p.low is None:
+            assert bounds == '', name
+        else:
+            low, high = bounds.split(' to ')
+            assert (float(low), float(high)) == (p.low, p.high), name
+        assert when == ('start-up' if p.fixed else 'run time'), name
+        assert what == p.text, name
+    # What the node declares is that table: its own list, descriptors and ranges.
+    rclpy.init(domain_id=unique_domain_id())
+    try:
+        from ik_node.ros.parameters import declare_parameters
+        node = rclpy.create_node('readme_parameters')
+        declare_parameters(node)
+        for p in PARAMETERS:
+            d = node.describe_parameter(p.name)
+            assert d.description == p.text
+            ranges = list(d.floating_point_range) + list(d.integer_range)
+            assert [(r.from_value, r.to_value) for r in ranges] == (
+                [] if p.low is None else [(p.low, p.high)]), p.name
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+
+
+def test_the_readme_python_example_runs_and_reaches_its_target():
+    """The README's Python block, run as written from the checkout, prints 'True True'."""
+    (block,) = re.findall(r'```python\n(.*?)```', README.read_text(encoding='utf-8'), re.S)
+    out = subprocess.run([os.environ.get('PYTHON', 'python3'), '-c', block], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ['True', 'True'], out.stdout
+
+
+def anchors(page):
+    """Return the GitHub anchors of a page's headings (lower case, punctuation dropped)."""
+    return {re.sub(r'[^\w\- ]', '', line.lstrip('#').strip().lower()).replace(' ', '-')
+            for line in page.read_text(encoding='utf-8').splitlines() if line.startswith('#')}
+
+
+def test_the_readme_is_short_and_every_link_of_it_and_doc_leads_somewhere():
+    text = README.read_text(encoding='utf-8')
+    assert len(text.splitlines()) <= README_MOST_LINES
+    linked = set()
+    for page in [README, *DOC_PAGES]:
+        for target in re.findall(r'\]\(([^)\s]+)\)', page.read_text(encoding='utf-8')):
+            if '://' in target:
+                continue
+            path, _, anchor = target.partition('#')
+            file = (page.parent / path).resolve() if path else page
+            assert file.is_file(), f'{page.name}: link to {target}: no such file'
+            if anchor:
+                assert anchor in anchors(file), f'{page.name}: link to {target}: no such heading'
+            if page == README:
+                linked.add(file)
+    assert set(DOC_PAGES) <= linked, 'every doc/ page is linked from the README'
