@@ -26,15 +26,16 @@ from typing import Optional, Sequence
 
 from ik_node.core.ik.local import follow
 from ik_node.core.model.chain import Chain
+# The damped steps back onto the pose: as many as toward a moving pose.
+from ik_node.core.motion.goals import LOCAL_ITERATIONS
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-# A drift step this small in every joint (rad or m) is none.
+# A drift step this small in every joint (rad or m) is none (as a goal this
+# close to the command is the command: MotionTracker's ARRIVED).
 ARRIVED = 1e-12
-# Damped least-squares steps back onto the pose after a drift step.
-LOCAL_ITERATIONS = 3
 
 
 class PostureDrift:
