@@ -23,7 +23,7 @@ compiled). Solvers and the tracker resolve it once and keep it; no other
 module decides numpy or numba.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
@@ -51,11 +51,11 @@ class Backend:
     offset_wrist: Any
     limits: Any
     lm: Optional[Any]
+    compiled: bool = field(init=False)   # the numba backend (an attribute: read per call)
 
-    @property
-    def compiled(self) -> bool:
-        """Return True for the numba backend."""
-        return self.name == 'numba'
+    def __post_init__(self):
+        """Set ``compiled`` from the name."""
+        object.__setattr__(self, 'compiled', self.name == 'numba')
 
     def fk(self, chain) -> Any:
         """Return the chain's kinematic tables as these kernels take them."""

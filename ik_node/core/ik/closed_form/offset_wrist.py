@@ -155,9 +155,8 @@ class AnalyticOffsetWrist(ClosedFormSolver):
                   math.atan2(a2, a1), tup(a.lower), tup(a.upper), a.reach_low, a.reach_high,
                   tup(model.axis7), tup(model.wrist_from_axis7), tup(model.normal6),
                   float(a.axes[4] @ a.axes[5]))
-        be = self._be = resolve(backend)
-        self.backend = be.name
-        self._kernels, self._fk, self._k = be.offset_wrist, be.fk(chain), be.base
+        be = self._use_backend(resolve(backend))
+        self._kernels, self._fk = be.offset_wrist, be.fk(chain)
         self._m: tuple = (be.table(a.axes, fields[0]),) + fields[1:11] + \
             (be.table(a.lower, fields[11]), be.table(a.upper, fields[12])) + fields[13:]
         self._every, self._frames = self._rows(8, 7), self._rows(7, 12)

@@ -135,9 +135,8 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
                   tuple(m.tip_rotation0.ravel().tolist()), m.upper_arm, m.forearm, a1, a2,
                   self._elbow_phase, tuple(m.lower.tolist()), tuple(m.upper.tolist()),
                   m.reach_low, m.reach_high)
-        be = self._be = resolve(backend)
-        self.backend = be.name
-        self._kernels, self._fk, self._k = be.srs, be.fk(chain), be.base
+        be = self._use_backend(resolve(backend))
+        self._kernels, self._fk = be.srs, be.fk(chain)
         # Arrays where a table is indexed, compiled (one unboxing each per call).
         self._m: tuple = (be.table(m.axes, fields[0]),) + fields[1:11] + \
             (be.table(m.lower, fields[11]), be.table(m.upper, fields[12])) + fields[13:]
