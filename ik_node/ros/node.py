@@ -35,7 +35,6 @@ import difflib
 import functools
 import gc
 import os
-import signal
 import sys
 from typing import Dict, Optional
 
@@ -47,24 +46,28 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import LinkFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import check_jerk_limits
-from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream, controller_lead
+from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.ros import diagnostics
+from ik_node.ros.clock_watch import ClockWatch
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
 from ik_node.ros.outputs import ENCODERS, OUTPUTS
 from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
-    FEEDBACK_PARAMETERS, FIXED_PARAMETERS, JERK_PARAMETERS, QOS_CHOICES
+    FEEDBACK_PARAMETERS, FIXED_PARAMETERS, initial_positions, JERK_PARAMETERS, joint_order, \
+    QOS_CHOICES, StartupError
 from ik_node.ros.solvers import SolverSupply
+# StopRequest is also the entry's (ik_node.ros.entry: node.StopRequest).
+from ik_node.ros.spin import run, StopRequest
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException, \
     ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
@@ -84,10 +87,6 @@ STOP_TAIL_MAX_S = 5.0
 STARTUP_COMPILE_WAIT_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
-
-
-class StartupError(Exception):
-    """A configuration that prevents the node from starting (reported, exit 1)."""
 
 
 def _internal_error(exc: Exception) -> str:
@@ -131,14 +130,14 @@ class IKNode(Node):
         # publish_rate is fixed at start-up (refused at run time).
         rate = self.get_parameter('publish_rate').value
         self._period = 1.0 / rate
+        self.output = self.get_parameter('command_output').value
+        self.clock = ClockWatch(self._period, self.get_logger(), self.output == 'joint_states')
         self.rejected = collections.Counter()
         self.callback_errors = 0
         self.chain: Optional[Chain] = None
         self.tracker: Optional[MotionTracker] = None
         self.stream: Optional[CommandStream] = None
         self._stopping = False
-        self._last_tick: Optional[float] = None
-        self.late_ticks = self.clock_jumps_back = self.clock_jumps_forward = 0
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
         # Targets / poles the keep-last queue dropped (oldest first) or the
@@ -152,7 +151,6 @@ class IKNode(Node):
         self.add_on_set_parameters_callback(
             self._guarded(self._validate_parameters, _refused_parameters))
         self.add_post_set_parameters_callback(self._guarded(self._apply_parameters))
-        self.output = self.get_parameter('command_output').value
         kind, default_topic = OUTPUTS[self.output]
         self.command_topic = self.get_parameter('command_topic').value or default_topic
         self.command_pub = self._named_topic('command_topic', self.create_publisher, kind,
@@ -373,31 +371,13 @@ class IKNode(Node):
         """Return the tracker's clock now: the node's clock plus the lead of the plan."""
         return self._instant()[1] + (0.0 if self.stream is None else self.stream.lead_s)
 
-    def _joint_order(self, chain: Chain) -> list:
-        """Chain indices of the command's joints (command_joint_order, else chain order)."""
-        names = self._value('command_joint_order', {}) or chain.joint_names
-        if sorted(names) != sorted(chain.joint_names):
-            raise StartupError(f'command_joint_order: expected the joints {chain.joint_names} '
-                               f'in any order, received {list(names)}')
-        return [chain.joint_names.index(name) for name in names]
-
-    def _initial_positions(self, chain: Chain) -> np.ndarray:
-        initial = self._value('initial_positions', {})
-        if initial is None or len(initial) == 0:
-            return chain.mid_limits()
-        q0 = np.asarray(initial, dtype=float)
-        if q0.shape != (chain.n,) or not np.all(np.isfinite(q0)) or not chain.within_limits(q0):
-            raise StartupError(f'initial_positions: expected {chain.n} finite values within '
-                               f'the limits of {chain.joint_names}, received {list(initial)}')
-        return q0
-
     def _use_model(self, text: str):
         """Track with the model of URDF ``text`` (IKError, StartupError: refused; old one kept)."""
         chain = chain_from_urdf_string(text, self.get_parameter('base_link').value,
                                        self.get_parameter('tip_link').value)
         frames = link_frames(text, chain)
-        order = self._joint_order(chain)
-        q0 = self._initial_positions(chain)
+        order = joint_order(chain, self._value('command_joint_order', {}))
+        q0 = initial_positions(chain, self._value('initial_positions', {}))
         # At start-up, wait for a warm cache (the tracker is built on numba).
         solver = self.solvers.ready(chain, self.get_parameter('solver').value, q0, self._config(),
                                     STARTUP_COMPILE_WAIT_S if self.tracker is None else 0.0)
@@ -564,7 +544,7 @@ class IKNode(Node):
         # One instant for the command and the stamp: the state is valid at its
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
-        self._watch_clock(now)
+        self.clock.see(now, self.stream)
         self.solvers.switch_when_compiled(self.tracker, self.get_parameter('solver').value,
                                           self._config())
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
@@ -573,39 +553,6 @@ class IKNode(Node):
         for every, phase, publish in self._side_outputs:
             if self._ticks % every == phase:
                 publish()
-
-    def _watch_clock(self, now: float) -> None:
-        """Count late ticks and clock jumps (logged); joint_states: skip a jump forward.
-
-        A clock that goes back (a simulator reset under use_sim_time) would
-        leave the whole plan in the future. The stream re-bases itself
-        (CommandStream.clock_jumped: a controlled stop from the command it
-        was giving, then on toward the target) and the feedback policy forgets
-        the states of the old clock; here the jump is logged and counted. A
-        jump forward of more than CLOCK_JUMP_S is not motion time:
-        joint_trajectory brakes along the tail (the stream's late-tick rule),
-        position_array continues from where the hardware is (the stream), and
-        joint_states goes on from the state it had (here).
-        """
-        last, self._last_tick = self._last_tick, now
-        if last is None:
-            return
-        if now - last > 2.0 * self._period:
-            self.late_ticks += 1
-        if now < last and self.stream is not None:
-            self.clock_jumps_back += 1
-            self.get_logger().warning(f'the clock went back by {last - now:.3f} s (a simulation '
-                                      'reset?): a controlled stop, then on toward the target '
-                                      'on the new clock')
-        elif now - last > CLOCK_JUMP_S and self.stream is not None:
-            self.clock_jumps_forward += 1
-            self.get_logger().warning(f'the clock jumped forward by {now - last:.3f} s: not '
-                                      'taken as motion time', throttle_duration_sec=5.0)
-            if self.output == 'joint_states':
-                # The arm the node simulates does not move through the gap: the
-                # plan goes on from the state it had, one tick on.
-                q, v, _ = self.stream.sample(last + self._period)
-                self.stream.restart(now, q, v)
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.
@@ -676,9 +623,9 @@ class IKNode(Node):
         if status is not None:
             values.update(diagnostics.tracker_values(status))
         if self.stream is not None:
-            values.update(diagnostics.stream_values(self.stream, self.late_ticks,
-                                                    self.clock_jumps_back,
-                                                    self.clock_jumps_forward))
+            values.update(diagnostics.stream_values(self.stream, self.clock.late_ticks,
+                                                    self.clock.jumps_back,
+                                                    self.clock.jumps_forward))
         msg = DiagnosticArray(status=[DiagnosticStatus(
             level=level, name='ik_node: inverse kinematics', message=message,
             hardware_id='ik_node', values=[KeyValue(key=k, value=v) for k, v in values.items()])])
@@ -707,43 +654,6 @@ class IKNode(Node):
         self.marker_pub.publish(MarkerArray(markers=[target, path]))
 
 
-class StopRequest:
-    """SIGINT / SIGTERM as a request: the first asks for a stop, a second for an immediate exit."""
-
-    def __init__(self):
-        """No signal yet."""
-        self.count = 0
-
-    def __call__(self, signum, frame):
-        """Count a signal (installed with signal.signal; the spin loop reads the count)."""
-        self.count += 1
-
-    def install(self):
-        """Handle SIGINT and SIGTERM here (rclpy's own handlers are off)."""
-        signal.signal(signal.SIGINT, self)
-        signal.signal(signal.SIGTERM, self)
-
-
-def _spin_until(executor, done) -> None:
-    """Spin in short slices (so a signal is seen within 0.1 s) until ``done()`` holds."""
-    while rclpy.ok() and not done():
-        executor.spin_once(timeout_sec=0.1)
-
-
-def _run(node: 'IKNode', stop: StopRequest) -> int:
-    """Spin ``node`` until a stop is requested, then until its stop is done; return 0."""
-    executor = SingleThreadedExecutor()
-    try:
-        executor.add_node(node)
-        gc.freeze()
-        _spin_until(executor, lambda: stop.count > 0)
-        deadline = node.begin_stop()
-        _spin_until(executor, lambda: stop.count > 1 or node.stop_done(deadline))
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-    return 0
-
-
 def main(args=None, stop: Optional[StopRequest] = None):
     """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration.
 
@@ -764,7 +674,7 @@ def main(args=None, stop: Optional[StopRequest] = None):
     with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
         try:
             node = IKNode()
-            code = _run(node, stop)
+            code = run(node, stop)
         except (StartupError, ParameterException) as exc:
             print(f'ik_node: cannot start: {exc}', file=sys.stderr)
             code = 1

@@ -20,14 +20,22 @@ interfaces or the model); the others apply at run time.
 """
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig
 from ik_node.core.motion.jerk import JERK_RANGE
+import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.parameter import Parameter
 
 QOS_CHOICES = ('reliable', 'best_effort')
+
+
+class StartupError(Exception):
+    """A configuration that prevents the node from starting (reported, exit 1)."""
+
+
 STRINGS, DOUBLES = Parameter.Type.STRING_ARRAY, Parameter.Type.DOUBLE_ARRAY
 
 
@@ -141,3 +149,33 @@ def declare_parameters(node) -> None:
     """Declare every parameter of :data:`PARAMETERS` on ``node`` (an rclpy Node), in order."""
     for p in PARAMETERS:
         node.declare_parameter(p.name, p.default, p.descriptor())
+
+
+def joint_order(chain: Chain, names: Optional[Sequence[str]]) -> List[int]:
+    """Return the chain indices of the command's joints (command_joint_order, else chain order).
+
+    Raises:
+        StartupError: ``names`` are not the chain's joints (in any order).
+
+    """
+    names = names or chain.joint_names
+    if sorted(names) != sorted(chain.joint_names):
+        raise StartupError(f'command_joint_order: expected the joints {chain.joint_names} '
+                           f'in any order, received {list(names)}')
+    return [chain.joint_names.index(name) for name in names]
+
+
+def initial_positions(chain: Chain, initial: Optional[Sequence[float]]) -> np.ndarray:
+    """Return the start joints (n,), chain order: initial_positions, else mid-limits.
+
+    Raises:
+        StartupError: not n finite values within the limits.
+
+    """
+    if initial is None or len(initial) == 0:
+        return chain.mid_limits()
+    q0 = np.asarray(initial, dtype=float)
+    if q0.shape != (chain.n,) or not np.all(np.isfinite(q0)) or not chain.within_limits(q0):
+        raise StartupError(f'initial_positions: expected {chain.n} finite values within '
+                           f'the limits of {chain.joint_names}, received {list(initial)}')
+    return q0

@@ -1,0 +1,67 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Running a node until it is told to stop: signals counted, the executor spun in slices.
+
+The node handles SIGINT and SIGTERM itself (rclpy's handlers would tear the
+context down under a running callback): the first asks for a stop, which
+the node may take time to finish (a braking tail); a second exits at once.
+"""
+
+import gc
+import signal
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+
+
+class StopRequest:
+    """SIGINT / SIGTERM as a request: the first asks for a stop, a second for an immediate exit."""
+
+    def __init__(self):
+        """No signal yet."""
+        self.count = 0
+
+    def __call__(self, signum, frame):
+        """Count a signal (installed with signal.signal; the spin loop reads the count)."""
+        self.count += 1
+
+    def install(self):
+        """Handle SIGINT and SIGTERM here (rclpy's own handlers are off)."""
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def spin_until(executor, done) -> None:
+    """Spin in short slices (so a signal is seen within 0.1 s) until ``done()`` holds."""
+    while rclpy.ok() and not done():
+        executor.spin_once(timeout_sec=0.1)
+
+
+def run(node, stop: StopRequest) -> int:
+    """Spin ``node`` until a stop is requested, then until its stop is done; return 0.
+
+    ``node`` has ``begin_stop() -> deadline`` and ``stop_done(deadline) -> bool``
+    (IKNode): after the first signal it keeps spinning until its stop is done
+    (a braking tail played), or a second signal.
+    """
+    executor = SingleThreadedExecutor()
+    try:
+        executor.add_node(node)
+        gc.freeze()
+        spin_until(executor, lambda: stop.count > 0)
+        deadline = node.begin_stop()
+        spin_until(executor, lambda: stop.count > 1 or node.stop_done(deadline))
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+    return 0
