@@ -173,6 +173,33 @@ def in_process_node(arm, **params):
         rclpy.try_shutdown(context=context)  # a test may have shut it down already
 
 
+def test_run_time_jerk_feedback_and_limit_changes_reach_the_stream_and_the_policy():
+    """A jerk, feedback or limit change at run time is applied, with no callback error.
+
+    The post-set callback used to raise TypeError (a tuple of names plus a
+    dict of names) after configuring the tracker: the change was reported
+    successful, but the stream kept its jerk window and the feedback policy
+    its settings.
+    """
+    from rclpy.parameter import Parameter
+    with in_process_node('iiwa14', feedback_topic='/joint_states',
+                         command_output='joint_trajectory') as (node, _, spin_once):
+        spin_once(0.05)
+        assert node.stream.at_rest()
+        delay = node.stream.delay_s
+        results = node.set_parameters([Parameter('max_joint_jerk', value=50.0),
+                                       Parameter('feedback_timeout', value=0.5),
+                                       Parameter('servo_lag', value=0.3)])
+        assert all(r.successful for r in results), results
+        assert node.stream.delay_s > delay      # a lower jerk limit: a longer window, at rest
+        assert (node.feedback.filter.timeout, node.feedback.servo_lag) == (0.5, 0.3)
+        delay = node.stream.delay_s
+        result = node.set_parameters([Parameter('max_joint_acceleration', value=2.0)])[0]
+        assert result.successful, result.reason
+        assert node.stream.delay_s < delay      # the window of the lower acceleration
+        assert node.callback_errors == 0
+
+
 @pytest.mark.parametrize('name', sorted(ARMS))
 def test_arm_reaches_a_target_within_its_joint_speed_limits(name):
     path, base, tip = ARMS[name]

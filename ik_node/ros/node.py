@@ -257,7 +257,7 @@ class IKNode(Node):
     def _config(self, changes: Optional[Dict[str, object]] = None) -> TrackerConfig:
         """Return the tracker configuration of the parameters (with ``changes`` applied)."""
         changes = changes or {}
-        values = {field: self._value(name, changes) for name, field in CONFIG_PARAMETERS.items()}
+        values = {name: self._value(name, changes) for name in CONFIG_PARAMETERS}
         values['joint_acceleration_limits'] = tuple(values['joint_acceleration_limits'] or ())
         values['posture'] = tuple(values['posture'] or ())
         return TrackerConfig(**values)

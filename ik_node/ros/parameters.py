@@ -19,7 +19,7 @@ an array with no default (empty). ``fixed``: only at start-up (it shapes the
 interfaces or the model); the others apply at run time.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.model.chain import Chain
@@ -136,13 +136,8 @@ FIXED_PARAMETERS = tuple(p.name for p in PARAMETERS if p.fixed)
 JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
 # Read by the feedback policy, in FeedbackPolicy.configure's order.
 FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
-# Parameters of the tracker's configuration: parameter name -> TrackerConfig field.
-CONFIG_PARAMETERS = {'smoothing': 'smoothing', 'max_linear_speed': 'max_linear_speed',
-                     'max_angular_speed': 'max_angular_speed',
-                     'max_joint_acceleration': 'max_joint_acceleration',
-                     'joint_acceleration_limits': 'joint_acceleration_limits',
-                     'ik_timeout': 'ik_timeout', 'twist_timeout': 'twist_timeout',
-                     'posture': 'posture', 'posture_rate': 'posture_rate'}
+# Parameters of the tracker's configuration: each is the TrackerConfig field of its name.
+CONFIG_PARAMETERS = tuple(f.name for f in fields(TrackerConfig))
 
 
 def declare_parameters(node) -> None:
