@@ -126,7 +126,8 @@ class IKNode(Node):
         self._check_choices()
         # The numba kernels compile in the background (KernelCompile); until
         # the ones a solver needs are done it runs on the numpy reference.
-        self.solvers = SolverSupply(self.get_logger())
+        self.solvers = SolverSupply(self.get_logger(),
+                                    lambda: self.get_parameter('solver').value, self._config)
         # publish_rate is fixed at start-up (refused at run time).
         rate = self.get_parameter('publish_rate').value
         self._period = 1.0 / rate
@@ -310,7 +311,7 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
-        return self.solvers.ready(self.chain, name, self.tracker.q, self._config())
+        return self.solvers.ready(self.chain, name, self.tracker.q)
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
@@ -379,7 +380,7 @@ class IKNode(Node):
         order = joint_order(chain, self._value('command_joint_order', {}))
         q0 = initial_positions(chain, self._value('initial_positions', {}))
         # At start-up, wait for a warm cache (the tracker is built on numba).
-        solver = self.solvers.ready(chain, self.get_parameter('solver').value, q0, self._config(),
+        solver = self.solvers.ready(chain, self.get_parameter('solver').value, q0,
                                     STARTUP_COMPILE_WAIT_S if self.tracker is None else 0.0)
         now = self._instant()[1]
         if self.tracker is None:
@@ -545,8 +546,7 @@ class IKNode(Node):
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
         self.clock.see(now, self.stream)
-        self.solvers.switch_when_compiled(self.tracker, self.get_parameter('solver').value,
-                                          self._config())
+        self.solvers.switch_when_compiled(self.tracker)
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
         self._ticks += 1

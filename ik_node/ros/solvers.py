@@ -22,7 +22,7 @@ tracker over at rest. Progress and outcome go to the node's logger.
 
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.kernels.backend import compiled_status
@@ -42,6 +42,12 @@ class SolverSupply:
 
     Args:
         logger: the node's logger (info, warning).
+        solver_name: returns the solver parameter's value now.
+        config: returns the tracker configuration of the parameters now (a
+            compile warms its kernels up with it).
+
+    Both are called only when a compile starts or a solver switches, never
+    on a tick that has nothing to do (they read every parameter: ~5 us).
 
     Attributes:
         numba: numba is there and its kernels compile.
@@ -50,9 +56,11 @@ class SolverSupply:
 
     """
 
-    def __init__(self, logger):
+    def __init__(self, logger, solver_name: Callable[[], str],
+                 config: Callable[[], TrackerConfig]):
         """Nothing compiled yet; say once which backend runs."""
         self._logger = logger
+        self._solver_name, self._config = solver_name, config
         self.numba = compiled_status()[0] == 'numba'
         self.warm: set = set()
         self.compiling: Optional[KernelCompile] = None
@@ -73,8 +81,7 @@ class SolverSupply:
             f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
             'correct but 20-150x slower: install numba (python3-numba) for the compiled one')
 
-    def ready(self, chain: Chain, name: str, q0, config: TrackerConfig,
-              wait_s: float = 0.0):
+    def ready(self, chain: Chain, name: str, q0, wait_s: float = 0.0):
         """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
 
         Its numba twin once its kernels are compiled in this process. Else
@@ -90,7 +97,7 @@ class SolverSupply:
         if key in self.warm:
             return make_solver(chain, name)
         if self.compiling is None:
-            job = KernelCompile(key, chain, name, q0, config, wait_s)
+            job = KernelCompile(key, chain, name, q0, self._config(), wait_s)
             self.compiling, self._progress_at = job, job.started
             # Its thread loads the kernels beside the ticks: hand the GIL over
             # every 0.5 ms, not 5 ms (it waited ~5 ms at each of many takes).
@@ -105,13 +112,11 @@ class SolverSupply:
         """Backend of the tracker's limiting step: numba once any compile is done."""
         return 'auto' if self.warm else 'numpy'
 
-    def switch_when_compiled(self, tracker: Optional[MotionTracker], name: str,
-                             config: TrackerConfig) -> None:
+    def switch_when_compiled(self, tracker: Optional[MotionTracker]) -> None:
         """Log a background compile's progress; with kernels ready, switch to numba at rest.
 
-        ``name``: the solver parameter. The switch waits until the arm is at
-        rest (every joint's velocity zero): a motion runs on one backend from
-        its start to its end.
+        The switch waits until the arm is at rest (every joint's velocity
+        zero): a motion runs on one backend from its start to its end.
         """
         self.collect()
         if tracker is None or not self.warm or np.any(tracker.v != 0.0):
@@ -122,9 +127,9 @@ class SolverSupply:
             return
         if kernel_key(tracker.solver, tracker.chain) not in self.warm:
             if self.compiling is None and self.numba:   # kernels of another solver class
-                self.ready(tracker.chain, name, tracker.q, config)
+                self.ready(tracker.chain, self._solver_name(), tracker.q)
             return
-        solver = make_solver(tracker.chain, name)
+        solver = make_solver(tracker.chain, self._solver_name())
         solver.warm_up(tracker.q)
         tracker.set_solver(solver)
         self._logger.info(f'solver {solver.name}: numba from now on')
