@@ -50,6 +50,7 @@ import sys
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ik_node.core.ik.factory import make_solver  # noqa: E402
 import numpy as np  # noqa: E402
 
 BACKENDS = ('numpy', 'numba')
@@ -100,22 +101,6 @@ def benches():
     return out
 
 
-def find(name, *modules):
-    """Return ``name`` from the first of ``modules`` that imports (the paths move in step 1)."""
-    import importlib
-    for module in modules:
-        try:
-            return getattr(importlib.import_module(module), name)
-        except ImportError:
-            continue
-    raise ImportError(f'{name} in none of {modules}')
-
-
-def make_solver(*args, **kwargs):
-    """Build a solver with ik_node's make_solver, wherever it lives."""
-    return find('make_solver', 'ik_node.core.ik.factory', 'ik_node.core.solver')(*args, **kwargs)
-
-
 def digest(arrays):
     """Return the SHA-256 of the exact bytes of ``arrays`` (float64, in order)."""
     h = hashlib.sha256()
@@ -164,16 +149,15 @@ def demo_stream(arm, backend, extras=False):
     """Return (digest, final joints) of the demo sequence's commands on ``arm``."""
     from ik_node.core import rotations as rot
     from ik_node.core.motion.paths import figure_eight, play_demo
-    stream_class = find('CommandStream', 'ik_node.core.motion.stream', 'ik_node.core.stream')
-    tracker_class = find('MotionTracker', 'ik_node.core.motion.tracker', 'ik_node.core.tracker')
-    config_class = find('TrackerConfig', 'ik_node.core.motion.tracker', 'ik_node.core.tracker')
+    from ik_node.core.motion.stream import CommandStream
+    from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
     chain, q0 = arms()[arm]
     ready = tuple(q0)
-    config = config_class(max_linear_speed=0.4, posture=ready, ik_timeout=BUDGET_S)
-    tracker = tracker_class(chain, make_solver(chain, 'auto', budget_s=BUDGET_S,
+    config = TrackerConfig(max_linear_speed=0.4, posture=ready, ik_timeout=BUDGET_S)
+    tracker = MotionTracker(chain, make_solver(chain, 'auto', budget_s=BUDGET_S,
                                                backend=backend),
                             config, np.array(ready), 0.0, backend=backend)
-    stream = stream_class(tracker, 0.01, 0.02, 500.0, budget_s=0.0)
+    stream = CommandStream(tracker, 0.01, 0.02, 500.0, budget_s=0.0)
     rows = []
     tip = chain.forward(np.array(ready))
     center, size, period = tip[:3, 3], 0.1, 8.0
