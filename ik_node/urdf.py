@@ -18,14 +18,25 @@ Safety: the text is checked before any parser expands it. A DOCTYPE (the only
 way to declare entities, internal or external) is refused outright -- URDF
 never needs one -- so nothing is fetched, no local file is read and no entity
 expansion can blow up. Texts above ``MAX_URDF_BYTES`` are refused.
+
+What is read: the kinematic skeleton only, as urdfdom (robot_state_publisher's
+parser) reads it: each ``<link>``'s name and each ``<joint>``'s type, parent,
+child, origin, axis, limit and mimic, direct children of ``<robot>``.
+Everything else a description carries (transmissions of any style,
+``<gazebo>``, ``<ros2_control>``, sensors, materials, visuals, collisions,
+inertials, unknown elements) is never handed to urdf_parser_py, whose
+stricter reflection would refuse some of it (a ROS 1 differential
+transmission, for one) although robot_state_publisher and RViz load it.
 """
 
+import dataclasses
 import io
 import math
 import os
 import re
 import stat
 from typing import Any, Dict, List, Sequence, Tuple
+from xml.etree import ElementTree
 
 from ik_node.core.errors import ModelError
 from ik_node.core.model.chain import Chain, Joint, register_urdf_reader
@@ -61,15 +72,58 @@ def _check_text(xml) -> str:
     return xml
 
 
+# The elements of a <joint> that kinematics reads; urdfdom reads these (and
+# dynamics, calibration, safety_controller, which change no pose).
+JOINT_ELEMENTS = ('parent', 'child', 'origin', 'axis', 'limit', 'mimic')
+
+
+def kinematic_skeleton(xml: str) -> str:
+    """Return the URDF reduced to what kinematics reads (see the module doc).
+
+    Args:
+        xml: URDF text already checked by ``_check_text`` (no DOCTYPE).
+
+    Returns:
+        URDF text: ``<robot name>`` with ``<link name>`` and the joints'
+        kinematic elements, in the order of the description.
+
+    Raises:
+        UrdfError: not XML, or the root element is not ``<robot>``.
+
+    """
+    try:
+        root = ElementTree.fromstring(xml)
+    except ElementTree.ParseError as exc:
+        raise UrdfError(f'URDF: cannot parse: not well-formed XML: {exc}') from None
+    if root.tag != 'robot':
+        raise UrdfError(f'URDF: cannot parse: the root element is <{root.tag}>, expected <robot>')
+    skeleton = ElementTree.Element('robot', {'name': root.get('name', '')})
+    for element in root:
+        if element.tag == 'link':
+            ElementTree.SubElement(skeleton, 'link', _name_only(element))
+        elif element.tag == 'joint':
+            joint = ElementTree.SubElement(skeleton, 'joint', dict(element.attrib))
+            for part in element:
+                if part.tag in JOINT_ELEMENTS:
+                    joint.append(part)
+    return ElementTree.tostring(skeleton, encoding='unicode')
+
+
+def _name_only(element) -> Dict[str, str]:
+    """Return the attributes urdfdom reads of a <link>: its name (when given)."""
+    return {'name': element.get('name')} if element.get('name') is not None else {}
+
+
 def _parse(xml: str):
     # Imported here so that merely importing ik_node stays cheap.
     from urdf_parser_py import urdf as urdf_module
     from urdf_parser_py.xml_reflection import core as reflection
+    skeleton = kinematic_skeleton(xml)
     warnings: List[str] = []
     previous = reflection.on_error
     reflection.on_error = warnings.append  # unknown tags: collected, not printed
     try:
-        return urdf_module.URDF.from_xml_string(xml)
+        return urdf_module.URDF.from_xml_string(skeleton)
     except ModelError:
         raise
     except Exception as exc:  # noqa: B902 - any parser failure means a bad file
@@ -219,7 +273,6 @@ class _FrameResolver:
             self.above_base.append(parent[self.above_base[-1]].parent)
         self.above = set(self.above_base)
         self.states: Dict[str, Any] = {}
-        self.sub_chains: Dict[str, Tuple[Chain, Tuple[int, ...]]] = {}
 
     def frame(self, link: str):
         """Return the LinkFrame of ``link``, or the reason it has none (str)."""
@@ -256,13 +309,27 @@ class _FrameResolver:
             if above.chain is None:
                 return LinkFrame(link, above.offset @ joint.origin)
             tail = joint.origin if above.tail is None else above.tail @ joint.origin
-            return LinkFrame(link, above.offset, above.chain, above.joints, tail)
-        foreign = joint.mimic is None and joint.name not in self.chain.joint_names
-        if foreign or (above.chain is None and not self._below_base(urdf_joint.parent)):
-            return (f'joint {joint.name!r} moves it, and that joint is not one of the chain '
-                    f"{self.chain.base_link!r} -> {self.chain.tip_link!r}'s")
-        sub, indices = self._sub_chain(link)
-        return LinkFrame(link, np.eye(4), sub, indices)
+            return LinkFrame(link, above.offset, above.chain, above.joints, tail,
+                             above.scale, above.shift)
+        why = self._not_driven(joint)
+        if why is None and above.chain is None and not self._below_base(urdf_joint.parent):
+            why = (f'joint {joint.name!r} moves it relative to the base link '
+                   f'{self.chain.base_link!r}, from outside the chain')
+        if why is not None:
+            return why
+        return self._sub_chain_frame(link)
+
+    def _not_driven(self, joint: Joint):
+        """Return why the chain's joints do not drive ``joint`` (None: they do)."""
+        chain = f"the chain {self.chain.base_link!r} -> {self.chain.tip_link!r}'s"
+        if joint.mimic is None:
+            if joint.name in self.chain.joint_names:
+                return None
+            return f'joint {joint.name!r} moves it, and that joint is not one of {chain}'
+        if joint.mimic[0] in self.chain.joint_names:
+            return None
+        return (f'joint {joint.name!r} moves it, mimicking {joint.mimic[0]!r}, which is not '
+                f'one of {chain} joints')
 
     def _below_base(self, link: str) -> bool:
         """Whether the base link is above ``link`` (or is it)."""
@@ -270,11 +337,30 @@ class _FrameResolver:
             link = self.parent[link].parent
         return link == self.chain.base_link
 
-    def _sub_chain(self, link: str) -> Tuple[Chain, Tuple[int, ...]]:
-        """Return the chain base -> ``link`` (a link whose joint moves), its joints' indices."""
-        sub = Chain([_joint(j) for j in _path_down(link, self.chain.base_link, self.parent)],
-                    self.chain.base_link, link)
-        return sub, tuple(self.chain.joint_names.index(n) for n in sub.joint_names)
+    def _sub_chain_frame(self, link: str) -> LinkFrame:
+        """Return the LinkFrame of a link that a joint moves: the chain base -> ``link``.
+
+        Every movable joint on the way is a chain joint or a mimic of one (the
+        states above refuse any other). A mimic joint becomes a free joint of
+        the sub-chain, driven by its leader through (multiplier, offset), so
+        its leader need not lie on the way (the second finger of a hand).
+        """
+        joints, indices, scale, shift = [], [], [], []
+        for urdf_joint in _path_down(link, self.chain.base_link, self.parent):
+            joint = _joint(urdf_joint)
+            if joint.type != 'fixed':
+                leader, k, c = joint.mimic or (joint.name, 1.0, 0.0)
+                if joint.mimic is not None:
+                    joint = dataclasses.replace(joint, mimic=None, lower=-math.inf,
+                                                upper=math.inf)
+                indices.append(self.chain.joint_names.index(leader))
+                scale.append(k)
+                shift.append(c)
+            joints.append(joint)
+        sub = Chain(joints, self.chain.base_link, link)
+        plain = all(k == 1.0 for k in scale) and all(c == 0.0 for c in shift)
+        return LinkFrame(link, np.eye(4), sub, tuple(indices),
+                         scale=() if plain else tuple(scale), shift=() if plain else tuple(shift))
 
 
 def _path_down(link: str, ancestor: str, parent) -> List[Any]:

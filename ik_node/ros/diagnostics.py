@@ -20,7 +20,7 @@ counters, the feedback policy's. Every value is a string, as
 diagnostic_msgs/KeyValue carries it.
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from diagnostic_msgs.msg import DiagnosticStatus
 from ik_node.core.motion.feedback import FeedbackPolicy
@@ -108,3 +108,32 @@ def feedback_values(topic: str, policy: Optional[FeedbackPolicy], now: float) ->
         if fb.time is not None:
             values['feedback_age_s'] = f'{now - fb.time:.3g}'
     return values
+
+
+def model_summary(chain, solver, requested: str, frames) -> List[str]:
+    """Return the start-up log's lines on a loaded model (plain text, one fact a line).
+
+    Args:
+        chain: the core Chain.
+        solver: the IK solver built for it (``name``, ``backend``, ``model_note``).
+        requested: the ``solver`` parameter ('auto', 'analytic' or 'jacobian').
+        frames: the model's LinkFrames.
+
+    """
+    joints = ', '.join(chain.joint_names)
+    lines = [f'model: chain {chain.base_link} -> {chain.tip_link}, {chain.n} joints it '
+             f'controls: {joints}']
+    if chain.mimics:
+        lines.append('model: mimic joints in the chain (follow their leaders, reported in '
+                     'joint_states, not commanded): '
+                     + ', '.join(f'{name} = {k:g} * {chain.joint_names[i]} + {c:g}'
+                                 for name, i, k, c in chain.mimics))
+    if solver.name == 'analytic':
+        why = f'a closed form fits: {solver.model_note}'
+    elif requested == 'jacobian':
+        why = 'asked for by the solver parameter'
+    else:
+        why = solver.model_note or 'no closed form for this chain'
+    lines.append(f'model: solver {solver.name} ({solver.backend}), solver:={requested}; {why}')
+    lines.append(f'model: {frames.summary()}')
+    return lines

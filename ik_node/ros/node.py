@@ -61,6 +61,7 @@ from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
 from ik_node.ros.solvers import SolverSupply
 # StopRequest is also the entry's (ik_node.ros.entry: node.StopRequest).
 from ik_node.ros.spin import run, StopRequest
+from ik_node.ros.diagnostics import model_summary
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
@@ -395,13 +396,12 @@ class IKNode(Node):
         self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
         self.stream = stream
         self.encoder = ENCODERS[self.output](chain.joint_names, order, self._epoch_ns,
-                                             self.get_clock().clock_type)
+                                             self.get_clock().clock_type, chain.mimics)
         if self.feedback_topic:
             self.feedback = FeedbackPolicy(chain.joint_names, chain.lower, chain.upper,
                                            chain.velocity, *self._feedback_settings())
-        self.get_logger().info(f'model: {chain.n} joints {chain.base_link} -> '
-                               f'{chain.tip_link}, solver {solver.name} ({solver.backend})'
-                               + (f'; {solver.model_note}' if solver.model_note else ''))
+        for line in model_summary(chain, solver, self.get_parameter('solver').value, frames):
+            self.get_logger().info(line)
         # Everything built so far lives as long as the node: keep it out of
         # the garbage collector's full passes (~40 ms each, measured).
         gc.freeze()

@@ -33,6 +33,7 @@ from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+import numpy as np
 
 # Command outputs: message type and default topic (the ros2_control controllers' own).
 OUTPUTS: Dict[str, Tuple[type, str]] = {
@@ -43,23 +44,36 @@ OUTPUTS: Dict[str, Tuple[type, str]] = {
 
 
 class JointStatesEncoder:
-    """joint_states: the command at the tick (positions, velocities), chain order."""
+    """joint_states: the command at the tick (positions, velocities), chain order.
 
-    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type):
-        """Keep the joint names (chain order); one message, refilled each tick."""
-        self._names = list(names)
+    The chain's mimic joints follow, each ``multiplier * leader + offset``
+    (velocity ``multiplier * leader's``), as a robot's joint_state_broadcaster
+    reports them; the controller outputs carry the free joints only.
+    """
+
+    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type,
+                 mimics: Sequence[Tuple[str, int, float, float]] = ()):
+        """Keep the joint names (chain order, then mimics); one message, refilled each tick."""
+        self._names = list(names) + [m[0] for m in mimics]
+        self._leaders = np.array([m[1] for m in mimics], dtype=np.int64)
+        self._scale = np.array([m[2] for m in mimics], dtype=np.float64)
+        self._shift = np.array([m[3] for m in mimics], dtype=np.float64)
         self._msg = JointState()
 
     def message(self, stream: CommandStream, stamp: Time, now: float) -> JointState:
         """Return the JointState of the command at ``now``, stamped ``stamp``."""
         q, v, _ = stream.sample(now)
+        if len(self._leaders):
+            q = np.concatenate((q, self._scale * q[self._leaders] + self._shift))
+            v = np.concatenate((v, self._scale * v[self._leaders]))
         return joint_state(self._names, q, v, stamp.to_msg(), self._msg)
 
 
 class JointTrajectoryEncoder:
     """joint_trajectory: the stream's horizon, stamped with its first point's instant."""
 
-    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type):
+    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type,
+                 mimics: Sequence[Tuple[str, int, float, float]] = ()):
         """Keep the command order, the epoch (ns) and the clock type of the stamps."""
         self._order = list(order)
         self._names = [names[k] for k in order]
@@ -87,8 +101,9 @@ class JointTrajectoryEncoder:
 class PositionArrayEncoder:
     """position_array: the plan's positions at the instant of sending, command order."""
 
-    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type):
-        """Keep the command order."""
+    def __init__(self, names: Sequence[str], order: Sequence[int], epoch_ns: int, clock_type,
+                 mimics: Sequence[Tuple[str, int, float, float]] = ()):
+        """Keep the command order (mimic joints are not commanded)."""
         self._order = list(order)
 
     def message(self, stream: CommandStream, stamp: Time, now: float) -> Float64MultiArray:

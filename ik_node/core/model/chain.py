@@ -136,7 +136,10 @@ class Chain:
             order from base to tip; joint vectors use this order.
         lower, upper: (n,) position limits (radians / metres; +-inf where
             unbounded), intersected with the limits of any mimic follower.
-        velocity: (n,) speed limits (rad/s or m/s; inf where not given).
+        velocity: (n,) speed limits (rad/s or m/s; inf where not given), each
+            at most a mimic follower's limit over its |multiplier|.
+        mimics: the chain's mimic joints as (name, leader index, multiplier,
+            offset): ``value = multiplier * q[leader index] + offset``.
         continuous: (n,) bool, True for unbounded revolute joints.
         joints: the full list of Joint records (fixed and mimic included).
 
@@ -169,6 +172,7 @@ class Chain:
     # -- construction ---------------------------------------------------------
 
     def _build_motion_tables(self, checked, index):
+        self.mimics: List[Tuple[str, int, float, float]] = []
         pre: List[FloatArray] = []
         axes, prismatic, driver, mult, offset = [], [], [], [], []
         pending = np.eye(4)
@@ -184,6 +188,7 @@ class Chain:
                         f'joint {joint.name!r} mimics {leader!r}, which is not a free '
                         f'movable joint between {self.base_link!r} and {self.tip_link!r}')
                 self._restrict_leader(joint, index[leader], k, c)
+                self.mimics.append((joint.name, index[leader], float(k), float(c)))
             pre.append(pending)
             pending = np.eye(4)
             axes.append(axis)
@@ -229,9 +234,15 @@ class Chain:
         self.movable = m
 
     def _restrict_leader(self, joint: Joint, k_index: int, k: float, c: float):
-        """Intersect the leader's limits with those implied by a mimic follower."""
+        """Intersect the leader's limits with those implied by a mimic follower.
+
+        Position: the follower's [lower, upper] mapped back through
+        ``(value - c) / k``. Speed: the follower moves |k| times as fast as
+        its leader, so the leader's speed limit is at most velocity / |k|.
+        """
         if k == 0.0:
             return
+        self.velocity[k_index] = min(self.velocity[k_index], joint.velocity / abs(k))
         bounds = sorted(((joint.lower - c) / k, (joint.upper - c) / k))
         self.lower[k_index] = max(self.lower[k_index], bounds[0])
         self.upper[k_index] = min(self.upper[k_index], bounds[1])
@@ -275,6 +286,11 @@ class Chain:
         offset = np.abs(self._offset[self._prismatic])
         travel = mult * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free])) + offset
         return lengths + float(np.sum(travel))
+
+    def mimic_values(self, q) -> FloatArray:
+        """Return the values (m,) of the chain's mimic joints (``mimics``) at joints q (n,)."""
+        arr = np.asarray(q, dtype=np.float64)
+        return np.array([k * arr[i] + c for _, i, k, c in self.mimics], dtype=np.float64)
 
     def mid_limits(self) -> FloatArray:
         """Return the middle of each joint's range (0 for unbounded joints)."""

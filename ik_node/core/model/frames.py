@@ -24,6 +24,7 @@ builds this from the URDF; nothing here parses anything.
 """
 
 from dataclasses import dataclass
+import re
 from typing import Dict, List, Optional, Sequence
 
 from ik_node.core.errors import InvalidInputError
@@ -35,6 +36,9 @@ FloatArray = npt.NDArray[np.float64]
 
 # How many valid frame names an error message lists.
 SHOWN = 8
+
+# The joint a refusal names first (every reason starts "joint 'name' ...").
+_CAUSE = re.compile(r"joint '([^']*)'")
 
 
 class FrameError(InvalidInputError):
@@ -52,9 +56,13 @@ class LinkFrame:
         chain: None for a static link (its pose is ``offset``); else the chain
             from that frame to the link's last moving joint, whose free joints
             are chain joints.
-        joints: indices, in the main chain's joint order, of ``chain``'s free joints.
+        joints: indices, in the main chain's joint order, of the joints that
+            drive ``chain``'s free joints.
         tail: (4, 4) fixed pose of the link in the frame at the end of
             ``chain`` (None: the identity).
+        scale, shift: per free joint of ``chain``, its value is
+            ``scale * q[joints] + shift`` (a mimic joint of a chain joint:
+            its multiplier and offset); empty: the chain's values as they are.
 
     """
 
@@ -63,6 +71,8 @@ class LinkFrame:
     chain: Optional[Chain] = None
     joints: Sequence[int] = ()
     tail: Optional[FloatArray] = None
+    scale: Sequence[float] = ()
+    shift: Sequence[float] = ()
 
     @property
     def static(self) -> bool:
@@ -90,6 +100,29 @@ class LinkFrames:
         """Return the links whose poses can be resolved, sorted."""
         return sorted(self._frames)
 
+    def refused(self) -> Dict[str, str]:
+        """Return the links whose poses cannot be resolved, each with the reason."""
+        return dict(self._refused)
+
+    def summary(self) -> str:
+        """One line for the start-up log: how many links are target frames, why not the rest.
+
+        The refused links are told by the joints that move them (a gripper's,
+        another arm's, a mobile base's), the first few of them named.
+        """
+        total = len(self._frames) + len(self._refused) + (self.base_link not in self._frames)
+        line = f'{total - len(self._refused)} of {total} links usable as target frames'
+        if not self._refused:
+            return line
+        causes: Dict[str, int] = {}
+        for reason in self._refused.values():
+            match = _CAUSE.search(reason)
+            cause = match.group(1) if match else reason
+            causes[cause] = causes.get(cause, 0) + 1
+        named = ', '.join(sorted(causes)[:SHOWN]) + (', ...' if len(causes) > SHOWN else '')
+        return (f'{line}; {len(self._refused)} not, moved by {len(causes)} joint(s) the chain '
+                f'does not drive ({named})')
+
     def pose(self, link: str, q) -> FloatArray:
         """Pose (4, 4) of ``link`` in the base frame at chain joints q (n,).
 
@@ -111,5 +144,7 @@ class LinkFrames:
         if frame.chain is None:
             return frame.offset
         values = np.asarray(q, dtype=np.float64)[list(frame.joints)]
+        if len(frame.scale):
+            values = values * np.asarray(frame.scale) + np.asarray(frame.shift)
         pose = frame.offset @ frame.chain.forward(values)
         return pose if frame.tail is None else pose @ frame.tail
