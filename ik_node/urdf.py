@@ -35,7 +35,7 @@ import math
 import os
 import re
 import stat
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 from xml.etree import ElementTree
 
 from ik_node.core.errors import ModelError

@@ -291,3 +291,22 @@ def test_reach_bound_counts_prismatic_travel():
     # Tip at (0.3 + q, 0, 0.5): farthest at q = 0.7, |(1.0, 0, 0.5)| = 1.118 <= 0.5 + 0.3 + 0.7.
     assert chain.reach_bound() == pytest.approx(1.5)
     assert np.linalg.norm(chain.forward(np.array([0.7]))[:3, 3]) <= chain.reach_bound()
+
+
+def test_a_mimic_follower_bounds_its_leaders_speed_and_range():
+    """Follower = -0.5 bend + 0.1 in [-1, 1] at 1 rad/s: bend in [-1.8, 2], at most 2 rad/s.
+
+    Then a slower follower (0.2 rad/s) makes bend at most 0.4 rad/s.
+    """
+    chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+    bend = chain.joint_names.index('bend')
+    assert (chain.lower[bend], chain.upper[bend]) == pytest.approx((-1.8, 2.0))
+    assert chain.velocity[bend] == pytest.approx(1.0)     # its own 1 rad/s is the lower one
+    slow = MIXED_URDF.replace('<limit lower="-1" upper="1" velocity="1" effort="1"/>\n'
+                              '    <mimic', '<limit lower="-1" upper="1" velocity="0.2" '
+                              'effort="1"/>\n    <mimic')
+    assert slow != MIXED_URDF
+    chain = Chain.from_urdf_string(slow, 'base', 'tip')
+    assert chain.velocity[bend] == pytest.approx(0.4)
+    assert chain.mimics == [('follow', bend, -0.5, 0.1)]
+    np.testing.assert_allclose(chain.mimic_values([0.0, 0.0, 1.0, 0.0]), [-0.4])

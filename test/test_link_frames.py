@@ -95,3 +95,44 @@ def test_resolving_every_link_takes_work_linear_in_the_links(monkeypatch, deep, 
     links = deep + star + 12   # + the iiwa14's 10 links, the finger and its pad
     assert len(frames.names()) == links - 2
     assert calls['joint'] + calls['origin'] <= 4 * links, calls
+
+
+def hand(multiplier, offset):
+    """Return the iiwa14 with a two-finger hand under the tool: finger_b mimics finger_a."""
+    parts = ('<link name="finger_a"/><joint name="finger_a_joint" type="prismatic">'
+             f'<parent link="{TIP}"/><child link="finger_a"/><origin xyz="0 0.01 0.05"/>'
+             '<axis xyz="0 1 0"/><limit lower="0" upper="0.04" velocity="0.1" effort="1"/>'
+             '</joint><link name="finger_b"/><joint name="finger_b_joint" type="prismatic">'
+             f'<parent link="{TIP}"/><child link="finger_b"/><origin xyz="0 -0.01 0.05" '
+             'rpy="0 0 0.3"/><axis xyz="0 -1 0.2"/>'
+             '<limit lower="-1" upper="1" velocity="0.1" effort="1"/>'
+             f'<mimic joint="finger_a_joint" multiplier="{multiplier!r}" offset="{offset!r}"/>'
+             '</joint>' + fixed('finger_b_pad', 'finger_b'))
+    return IIWA.replace('</robot>', parts + '</robot>')
+
+
+@settings(max_examples=15)
+@given(st.floats(-3.0, 3.0), st.floats(-0.5, 0.5),
+       st.lists(st.floats(-1.0, 1.0), min_size=8, max_size=8))
+def test_a_mimic_of_a_chain_joint_off_the_way_follows_its_leader(multiplier, offset, values):
+    """Chain base -> finger_a: finger_b (a mimic of finger_a, beside it) is a target frame.
+
+    Its pose is the raw XML's (oracle.RawModel), with the mimic's multiplier
+    and offset; the node's chain to the other hand, base -> tool, refuses
+    both fingers with the joint that moves them.
+    """
+    from oracle import RawModel
+    xml = hand(multiplier, offset)
+    chain = chain_from_urdf_string(xml, BASE, 'finger_a')
+    frames = link_frames(xml, chain)
+    q = np.clip(np.array(values), chain.lower, chain.upper)
+    raw_values = dict(zip(chain.joint_names, q))
+    for link in ('finger_b', 'finger_b_pad'):
+        np.testing.assert_allclose(frames.pose(link, q),
+                                   RawModel(xml).pose(BASE, link, raw_values), atol=1e-12)
+    tool = link_frames(xml, chain_from_urdf_string(xml, BASE, TIP))
+    with pytest.raises(FrameError, match="joint 'finger_b_joint' moves it, mimicking "
+                                         "'finger_a_joint'"):
+        tool.pose('finger_b_pad', np.zeros(7))
+    assert 'finger_a' in tool.refused() and tool.summary().startswith(
+        f'{len(tool.names())} of {len(tool.names()) + 3} links usable as target frames; 3 not')

@@ -131,3 +131,29 @@ def test_feedback_diagnostics_say_stale_past_the_timeout(age, expected):
     values = diagnostics.feedback_values('/joint_states', policy, 1.0 + age)
     assert values['feedback'] == f'{expected} on /joint_states'
     assert float(values['feedback_age_s']) == pytest.approx(age)
+
+
+def test_joint_states_report_the_chains_mimic_joints_from_their_leaders():
+    """A mimic joint in the chain: ``multiplier * leader + offset``, velocity scaled (MIXED)."""
+    from ik_node import Chain
+    from test_chain import MIXED_URDF
+    chain = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+    assert [m[0] for m in chain.mimics] == ['follow']
+    q0 = np.array([0.1, 0.2, 0.3, 0.4])
+    tracker = MotionTracker(chain, make_solver(chain, 'jacobian'), TrackerConfig(), q0, 0.0)
+    stream = CommandStream(tracker, 0.01, 0.05, 500.0, budget_s=0.0)
+    target = chain.forward(q0 + np.array([0.05, 0.1, -0.2, 0.1]))
+    tracker.add_target(0.0, target)
+    for k in range(1, 21):
+        stream.advance(0.01 * k, None)
+    states = ENCODERS['joint_states'](chain.joint_names, range(chain.n), EPOCH_NS,
+                                      ClockType.ROS_TIME, chain.mimics)
+    stamp = Time(nanoseconds=EPOCH_NS + 150_000_000, clock_type=ClockType.ROS_TIME)
+    msg = states.message(stream, stamp, 0.15)
+    q, v, _ = stream.sample(0.15)
+    bend = chain.joint_names.index('bend')
+    assert msg.name == chain.joint_names + ['follow']
+    np.testing.assert_array_equal(msg.position[:chain.n], q)
+    assert msg.position[-1] == pytest.approx(-0.5 * q[bend] + 0.1, abs=1e-15)   # the URDF's
+    assert msg.velocity[-1] == pytest.approx(-0.5 * v[bend], abs=1e-15)
+    assert v[bend] != 0.0

@@ -54,6 +54,7 @@ from ik_node.ros.clock_watch import ClockWatch
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
+from ik_node.ros.diagnostics import model_summary
 from ik_node.ros.outputs import ENCODERS, OUTPUTS
 from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
     FEEDBACK_PARAMETERS, FIXED_PARAMETERS, initial_positions, JERK_PARAMETERS, joint_order, \
@@ -61,7 +62,6 @@ from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
 from ik_node.ros.solvers import SolverSupply
 # StopRequest is also the entry's (ik_node.ros.entry: node.StopRequest).
 from ik_node.ros.spin import run, StopRequest
-from ik_node.ros.diagnostics import model_summary
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult

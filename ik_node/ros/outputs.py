@@ -29,11 +29,11 @@ from typing import Dict, Sequence, Tuple
 from builtin_interfaces.msg import Duration
 from ik_node.core.motion.stream import CommandStream
 from ik_node.ros.conversions import joint_state
+import numpy as np
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-import numpy as np
 
 # Command outputs: message type and default topic (the ros2_control controllers' own).
 OUTPUTS: Dict[str, Tuple[type, str]] = {
