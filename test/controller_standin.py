@@ -34,10 +34,14 @@ would not be a push to follow); ``~/pause`` (Bool) stops
 and resumes the joint states (a broadcaster that died). ``--sim-clock``: the
 stand-in is the simulator: it steps a simulated time by one period per update
 (from SIM_START_S), publishes it on /clock and runs on it (validation, updates,
-stamps), as a simulated controller under use_sim_time does.
+stamps), as a simulated controller under use_sim_time does. ``--clock-offset``:
+the stand-in runs on a clock this many seconds ahead of the system clock
+(negative: behind), as a controller on the robot's own computer does: it
+validates and samples the node's stamps, and stamps its joint states, on it.
 
 usage: controller_standin.py --joints a b c --initial 0 0 0 --mode trajectory|position
        [--command-topic T] [--rate HZ] [--lag S] [--extra-joint NAME] [--sim-clock]
+       [--clock-offset S]
 """
 
 import argparse
@@ -76,8 +80,9 @@ class StandIn:
         q0 = [float(v) for v in args.initial]
         self.hw = LagServo(q0, args.lag) if args.lag > 0.0 else MockHardware(q0)
         self.sim_ns = int(SIM_START_S * 1e9) if args.sim_clock else None
+        self.offset_ns = int(round(args.clock_offset * 1e9))
         self.period_ns = int(round(1e9 / args.rate))
-        self.epoch_ns = self.sim_ns if args.sim_clock else node.get_clock().now().nanoseconds
+        self.epoch_ns = self.sim_ns if args.sim_clock else self.now_ns()
         self.clock_pub = node.create_publisher(Clock, '/clock', 10) if args.sim_clock else None
         self.extra = args.extra_joint
         self.paused = False
@@ -98,7 +103,9 @@ class StandIn:
 
     def now_ns(self) -> int:
         """Return this node's clock (the simulated one with --sim-clock), nanoseconds."""
-        return self.sim_ns if self.sim_ns is not None else self.node.get_clock().now().nanoseconds
+        if self.sim_ns is not None:
+            return self.sim_ns
+        return self.node.get_clock().now().nanoseconds + self.offset_ns
 
     def now(self) -> float:
         """Return this node's clock, seconds since it started."""
@@ -182,6 +189,8 @@ def main():
     parser.add_argument('--extra-joint', default='', help='also broadcast this joint')
     parser.add_argument('--sim-clock', action='store_true',
                         help='be the simulator: publish /clock and run on it')
+    parser.add_argument('--clock-offset', type=float, default=0.0,
+                        help="this controller's clock minus the system clock, s")
     args = parser.parse_args()
     rclpy.init()
     node = rclpy.create_node('controller_standin')

@@ -213,22 +213,54 @@ def test_a_stall_brakes_along_the_tail_and_resumes():
     assert run.rejected == [] and max(seen) >= 1
 
 
+@pytest.mark.parametrize('offset', [-0.03, -0.012, -0.005, 0.005, 0.012, 0.025])
+@pytest.mark.parametrize('scenario', ['move', 'figure8', 'kill'])
+def test_a_controller_clock_behind_or_ahead_within_the_budget_keeps_the_limits(offset, scenario):
+    """The controller on another machine: its clock off by up to the 30 ms budget, either sign.
+
+    Behind: each message starts at the committed point at or before the
+    node's now - budget, so the controller's own now lies inside it. Ahead:
+    the commands are committed the budget ahead (latency 5 ms + 25 ms ahead
+    is the budget spent).
+    """
+    latency = 0.005 if offset > 0.0 else 0.001
+    judge(simulate('iiwa14', scenario, 'joint_trajectory', controller_rate=1000.0,
+                   latency=latency, clock_offset=offset, duration=2.0),
+          killed=scenario == 'kill')
+
+
+def test_a_controller_clock_behind_by_more_than_the_budget_is_seen_at_the_hardware():
+    """The stand-in can tell: with no budget, a clock 12 ms behind splines from its own state.
+
+    (joint_trajectory_controller meets a first point in its future and
+    interpolates from the measured state, velocity 0 on mock hardware: the
+    spikes issue 29 measured, 90-360x the acceleration limit.)
+    """
+    run = simulate('iiwa14', 'figure8', 'joint_trajectory', controller_rate=1000.0,
+                   latency=0.001, budget=0.0, clock_offset=-0.012, duration=2.0)
+    assert run.peak_ratios()['accel'] > 10.0
+
+
 @settings(max_examples=12, deadline=None)
 @given(arm=st.sampled_from(['iiwa14', 'panda']),
        scenario=st.sampled_from(['move', 'figure8', 'twist', 'kill']),
        rate=st.sampled_from([500.0, 1000.0]), latency=st.floats(0.0, 0.03),
        tau=st.sampled_from([0.0, 0.02, 0.15]), jitter=st.floats(0.0, 0.03),
        stall=st.one_of(st.none(), st.tuples(st.floats(0.2, 1.0), st.floats(0.02, 0.4))),
-       seed=st.integers(0, 1000))
+       seed=st.integers(0, 1000), offset=st.floats(-0.03, 0.03))
 def test_random_latency_jitter_and_stalls_keep_the_limits(
-        arm, scenario, rate, latency, tau, jitter, stall, seed):
-    """joint_trajectory: latency within the budget, any tick jitter or stall: limits hold.
+        arm, scenario, rate, latency, tau, jitter, stall, seed, offset):
+    """joint_trajectory: latency and clock offset within the budget, any jitter or stall.
 
-    Beyond what the lead covers, ticks come late: the plan brakes along the
-    tail the controller plays and picks up again (stalled ticks allowed here).
+    The budget covers latency plus a controller clock ahead, and a clock
+    behind up to the budget on its own. Beyond what the lead covers, ticks
+    come late: the plan brakes along the tail the controller plays and
+    picks up again (stalled ticks allowed here).
     """
+    latency = min(latency, 0.03 - max(offset, 0.0))
     run = simulate(arm, scenario, 'joint_trajectory', controller_rate=rate, latency=latency,
-                   servo_tau=tau, jitter=jitter, stall=stall, seed=seed, duration=2.0)
+                   servo_tau=tau, jitter=jitter, stall=stall, seed=seed, duration=2.0,
+                   clock_offset=offset)
     ratios = run.peak_ratios()
     assert ratios['speed'] <= 1.0 + 1e-6 and ratios['accel'] <= TOLERANCE and \
         ratios['jerk'] <= TOLERANCE, ratios

@@ -72,7 +72,7 @@ class Loop:
     """ik_node and the controller stand-in on one fresh ROS domain, with a client."""
 
     def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint='',
-                 sim_clock=False):
+                 sim_clock=False, clock_offset=0.0, rate=None):
         """Start the mock (at MOCK_START) and ik_node commanding it through ``output``."""
         self.chain = chain_of(arm)
         self.order = order or self.chain.joint_names
@@ -85,6 +85,10 @@ class Loop:
             args += ['--extra-joint', extra_joint]
         if sim_clock:
             args += ['--sim-clock']
+        if clock_offset:
+            args += ['--clock-offset', str(clock_offset)]
+        if rate:
+            args += ['--rate', str(rate)]
         self.mock = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.mock_output = OutputDrain(self.mock.stdout)
@@ -92,7 +96,7 @@ class Loop:
         # The README's ros2_control parameter file of this output.
         extra_args = ['--params-file', str(ROS2_CONTROL / f'ik_node_{output}.yaml')]
         if output == 'position_array':
-            params['controller_rate'] = 250.0   # the stand-in's update rate
+            params['controller_rate'] = rate or 250.0   # the stand-in's update rate
         if order is not None:
             params['command_joint_order'] = '[' + ', '.join(f'"{n}"' for n in order) + ']'
         self.node = NodeUnderTest(params, extra_args=extra_args, joint_topic='/joint_states',
@@ -490,5 +494,30 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
         assert loop.rejected == [] and len(loop.written) > 10
         # The node's messages are stamped on the same simulated clock.
         assert all(c.stamp < 10_000 * 1_000_000_000 for c in loop.commands)
+    finally:
+        assert loop.stop() == 0
+
+
+@pytest.mark.parametrize('offset', [-0.025, 0.02])
+def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset):
+    """The controller's clock 25 ms behind / 20 ms ahead of the node's (within the 30 ms budget).
+
+    Judged on what the stand-in wrote, on its own clock, by divided
+    differences (exact for a C2 motion whatever the load): accelerations
+    within the limit while the arm moves to a far target and stops there.
+    Before issue 29, a clock 12 ms behind gave 274x the limit here: each
+    message began in the controller's future, splined from its own state.
+    """
+    chain = chain_of('iiwa14')
+    loop = Loop('iiwa14', 'joint_trajectory', clock_offset=offset, rate=500.0)
+    try:
+        loop.node.ready(60.0)
+        target = far_target(chain, MOCK_START['iiwa14'], [0.4, -0.3, 0.3, 0.4, -0.3, 0.4, 0.3])
+        loop.node.send(target)
+        assert loop.arrives(target), loop.measured()
+        loop.node.spin(0.3)
+        a = divided_accelerations(loop.written)
+        assert np.max(np.abs(a)) <= ACCEL * 1.05, np.max(np.abs(a))
+        assert len(loop.written) > 100
     finally:
         assert loop.stop() == 0

@@ -147,7 +147,7 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
              duration: float = 3.0, period: float = 0.01, budget: float = 0.03,
              legacy: bool = False, kill_at: float = 0.5, jitter: float = 0.0,
              stall: Optional[tuple] = None, seed: int = 0, stage: str = 'fir',
-             on_tick: Optional[Callable] = None) -> Run:
+             on_tick: Optional[Callable] = None, clock_offset: float = 0.0) -> Run:
     """Run the node's stream through a controller stand-in; return what the hardware got.
 
     Args:
@@ -172,6 +172,9 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
         jitter: each node tick comes up to this much late (uniform, seeded), s.
         stall: (start, length) s: the node runs no tick in that window (a
             busy machine), then one tick.
+        clock_offset: the controller's clock minus the node's, s (negative:
+            behind, a robot computer whose clock lags the workstation's). The
+            controller validates and samples on its clock; stamps are the node's.
 
     """
     urdf, base, tip, q0, jerk, accel = ARMS[arm]
@@ -216,8 +219,8 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
             array_next += dt_c
         for item in sorted([m for m in inbox if m[0] <= now + 1e-12], key=lambda m: m[0]):
             inbox.remove(item)
-            controller.receive(item[1], item[0])
-        controller.update(now)
+            controller.receive(item[1], item[0] + clock_offset)
+        controller.update(now + clock_offset)
         run.commands.append(controller.commands[-1])
         run.times.append(now)
         run.servo_q.append(hardware.q.copy())

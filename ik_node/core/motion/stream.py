@@ -27,9 +27,10 @@ instants the command is exactly one cubic, which the controller's quintic
 through both ends reproduces.
 
 :meth:`horizon` is what a message carries: the newest committed point at or
-before ``now`` (so the controller, reading it up to ``lead_s`` later, samples
-inside the message, never from its own start state), every committed point
-after it, then a **braking tail**: the limiting step with no goal, through the
+before ``now - budget_s`` (so the controller, reading it up to ``lead_s``
+later, or on a clock up to the budget behind the node's, samples inside the
+message, never from its own start state), every committed point after it,
+then a **braking tail**: the limiting step with no goal, through the
 same jerk stage, to rest within every limit. A controller that hears nothing
 more (the node stopped, a stall) plays the tail: a smooth stop.
 
@@ -272,7 +273,7 @@ class CommandStream:
                 now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
             self._adopt_tail(horizon)
         self._published_end = None
-        if self.at_rest() and self.end_time < horizon - self.h:
+        if self.at_rest() and self.end_time < horizon - self.h - _rounding(horizon):
             self._skip_idle(horizon - self.h)
         added = 0
         while self._next_within(horizon):
@@ -287,7 +288,7 @@ class CommandStream:
 
     def _next_within(self, horizon: float) -> bool:
         """Return True when the next grid instant is at or before ``horizon`` (up to rounding)."""
-        return self.end_time + self.h <= horizon + 1e-12 * max(1.0, abs(horizon))
+        return self.end_time + self.h <= horizon + _rounding(horizon)
 
     def _commit(self, time: float, inner: FloatArray) -> PlanPoint:
         point = self._point(time, inner)
@@ -370,13 +371,24 @@ class CommandStream:
         return PlanPoint(time, np.clip(z, chain.lower, chain.upper), dz, ddz)
 
     def horizon(self, now: float) -> List[PlanPoint]:
-        """Return what a message carries: committed points from at or before now, then the tail.
+        """Return what a message carries: committed points from ``now - budget_s``, then the tail.
 
-        Records the committed end, for the late-tick rule of the next advance.
+        The first point is the newest committed one at or before ``now -
+        budget_s``: a controller whose clock is behind the node's by up to the
+        budget still finds its own now inside the message and samples the plan
+        (never a spline of its own from its measured state to a first point in
+        its future). When the plan starts later (a restart) at rest, that
+        state is also its state at ``now - budget_s``. Cost: budget_s / period
+        more points per message (3 at the defaults). Records the committed
+        end, for the late-tick rule of the next advance.
         """
+        start = now - self.budget_s
         times = [p.time for p in self._points]
-        first = max(0, bisect.bisect_right(times, now) - 1)
+        first = max(0, bisect.bisect_right(times, start) - 1)
         points = list(self._points)[first:] + self.tail()
+        head = points[0]
+        if head.time > start and not np.any(head.v) and not np.any(head.a):
+            points.insert(0, PlanPoint(start, head.q, head.v, head.a))
         self._published_end = self.end_time
         return points
 
@@ -450,6 +462,16 @@ class CommandStream:
         q, v, a = _cubic(points[k], points[k + 1], time)
         chain = self.tracker.chain   # the cubic is a mean of in-limit positions, up to rounding
         return np.clip(q, chain.lower, chain.upper), v, a
+
+
+def _rounding(time: float) -> float:
+    """Return the slack, s, below which two instants near ``time`` are one (float rounding).
+
+    A grid instant built as ``end + h`` and one built as ``now + lead - h``
+    may differ by 1e-17 s: without it an idle skip added a second point that
+    close to the last, and a controller refuses times that do not increase.
+    """
+    return 1e-12 * max(1.0, abs(time))
 
 
 def _cubic(start: PlanPoint, end: PlanPoint, time: float):
