@@ -241,6 +241,63 @@ def test_a_controller_clock_behind_by_more_than_the_budget_is_seen_at_the_hardwa
     assert run.peak_ratios()['accel'] > 10.0
 
 
+@pytest.mark.parametrize('rate', [500.0, 1000.0])
+@pytest.mark.parametrize('arm', ['iiwa14', 'panda'])
+def test_a_forward_controller_on_its_own_clock_gets_the_plan_at_its_timers_instants(arm, rate):
+    """Its own loop (phase 0.37 period, 50 us jitter), the node's array timer up to 0.2 ms late.
+
+    Each array samples the plan at the instant its timer callback was due,
+    so the scheduler's lateness moves no position: while every array
+    arrives between the same two controller updates as its due instant
+    would, the hardware keeps the limits. Sampled when the callback ran (as
+    before issue 29), the same run is 10-100x the acceleration limit.
+    """
+    kwargs = {'controller_rate': rate, 'latency': 0.0005, 'duration': 2.0,
+              'array_jitter': 0.0002, 'controller_phase': 0.37 / rate,
+              'controller_jitter': 0.00005, 'seed': 3}
+    run = simulate(arm, 'figure8', 'position_array', **kwargs)
+    assert run.array_ticks() == {'reused': 0.0, 'skipped': 0.0}
+    judge(run)
+    ran = simulate(arm, 'figure8', 'position_array', array_sample='actual', **kwargs)
+    assert ran.peak_ratios()['accel'] > 5.0
+
+
+@pytest.mark.parametrize('lateness', [0.0005, 0.002])
+def test_arrays_that_cross_the_controllers_updates_give_the_staircase_the_readme_warns_of(
+        lateness):
+    """forward_position_controller takes the newest array at each update: no clock, no queue.
+
+    When an array arrives after the update it was meant for (scheduler
+    lateness beyond the phase margin), that update writes the previous array
+    again and the next one skips one: a staircase no sender can remove
+    without the controller's phase. What still holds, and what the README
+    says: positions finite and within the limits, the motion ends at rest
+    where the plan does; the accelerations at the hardware do not (the README
+    and the parameter file send users to joint_trajectory_controller).
+    """
+    run = simulate('panda', 'move', 'position_array', controller_rate=500.0,
+                   latency=0.0005, duration=3.0, array_jitter=lateness,
+                   controller_phase=0.37 / 500.0, seed=3)
+    ticks = run.array_ticks()
+    assert ticks['reused'] > 0.05 and ticks['skipped'] > 0.0
+    assert run.peak_ratios()['accel'] > 10.0       # the staircase at the hardware
+    q, v, _, _ = run.derivatives()
+    chain_limits = simulate_limits('panda')
+    assert np.all(np.isfinite(q)) and np.all(q >= chain_limits[0]) and \
+        np.all(q <= chain_limits[1])
+    assert np.max(np.abs(v[-int(0.2 / run.period):])) == 0.0   # at rest at the end
+
+
+def simulate_limits(arm):
+    """Return the (lower, upper) joint limits of a simulated arm."""
+    from ik_node import Chain
+    from ik_node.bench.hardware import ARMS
+    from ik_node.urdf import bundled_urdf
+    urdf, base, tip = ARMS[arm][:3]
+    chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
+    return chain.lower, chain.upper
+
+
 @settings(max_examples=12, deadline=None)
 @given(arm=st.sampled_from(['iiwa14', 'panda']),
        scenario=st.sampled_from(['move', 'figure8', 'twist', 'kill']),

@@ -242,3 +242,21 @@ def test_a_clock_going_back_releases_a_twist_whose_dead_man_ran_on_the_old_clock
     tracker.set_twist(now, [0.05, 0.0, 0.0], [0.0, 0.0, 0.0])   # a new twist moves it again
     stream.advance(now + 0.1)
     assert not stream.at_rest()
+
+
+def test_an_array_sent_late_carries_the_plan_at_its_due_instant_and_is_no_clock_jump():
+    """position_array: the timer due at 0.052 s runs at 0.0535 s, after a tick at 0.053 s.
+
+    It sends the plan at 0.052 s (what an on-time callback would have sent),
+    and the stream's clock watch sees 0.0535 s: no clock jump back, no stall.
+    """
+    tracker, stream = make()
+    tracker.add_target(0.0, target(tracker, [0.1, 0.0, -0.1]))
+    for k in range(1, 6):
+        stream.advance(0.01 * k)
+        stream.send(0.01 * k, 0.01 * k)
+    stream.advance(0.053)
+    sent = stream.send(0.0535, due=0.052)
+    np.testing.assert_array_equal(sent, stream.sample(0.052)[0])
+    assert np.any(sent != stream.sample(0.0535)[0])      # the arm moves: the instant matters
+    assert (stream.clock_jumps_back, stream.stalls) == (0, 0)

@@ -29,7 +29,16 @@ controller ticks while moving, rejected messages, the largest servo tracking
 error, the delay the stream adds (by design, and measured: the median time
 from the first input to the first command that moves, against the previous
 stream's), and the median planning cost per node tick.
-A last table runs the node's stream with a latency beyond the budget.
+A table runs the node's stream with a latency beyond the budget. Then two
+tables of issue 29: joint_trajectory_controller on a clock behind or ahead
+of the node's (``--clock-offsets-ms``), the node's messages against the
+previous window (first point at or before now instead of now - budget); and
+forward_position_controller running its own loop (phase 0.37 period, 50 us
+jitter) against the node's array timer made late by a busy machine
+(``--array-lateness-ms``), each array sampled at its timer's due instant (the
+node) or when the callback ran (before): peak acceleration and jerk at the
+hardware, and the share of controller updates that reused an array or
+skipped one.
 """
 
 import importlib.util
@@ -59,6 +68,13 @@ def add_parser(subparsers):
     p.add_argument('--beyond-ms', type=float, default=45.0, help='a latency beyond the budget')
     p.add_argument('--duration', type=float, default=3.0, help='seconds per run')
     p.add_argument('--streams', nargs='+', default=list(STREAMS), choices=list(STREAMS))
+    p.add_argument('--clock-offsets-ms', nargs='+', type=float,
+                   default=[-30.0, -25.0, -12.0, -5.0, 0.0, 5.0, 12.0, 25.0, 30.0],
+                   help="the controller's clock minus the node's, ms (joint_trajectory)")
+    p.add_argument('--array-lateness-ms', nargs='+', type=float, default=[0.0, 0.2, 0.5, 2.0],
+                   help="position_array: the node's array timer callbacks up to this late, ms")
+    p.add_argument('--tables', nargs='+', default=['streams', 'clocks', 'forward'],
+                   choices=['streams', 'clocks', 'forward'], help='which tables to run')
     p.set_defaults(func=run)
 
 
@@ -96,10 +112,50 @@ def _median_ms(values):
     return 1e3 * statistics.median(values) if values else None
 
 
+def _clock_rows(args):
+    """joint_trajectory on a controller clock off the node's: worst over arms and scenarios."""
+    rows = []
+    for offset in args.clock_offsets_ms:
+        for window in ('budget', 'now'):
+            ratios = [simulate(arm, scenario, 'joint_trajectory', controller_rate=rate,
+                               latency=0.001, duration=args.duration, clock_offset=offset * 1e-3,
+                               budget=args.budget_ms * 1e-3, window=window).peak_ratios()
+                      for arm in args.arms for scenario in ('move', 'figure8')
+                      for rate in args.rates]
+            rows.append({'offset_ms': offset, 'messages': 'node' if window == 'budget'
+                         else 'before', 'accel_over_limit': max(r['accel'] for r in ratios),
+                         'jerk_over_limit': max(r['jerk'] for r in ratios)})
+    return rows
+
+
+def _forward_rows(args):
+    """forward_position_controller on its own loop, arrays late by a busy machine's scheduler."""
+    rows = []
+    for rate in args.rates:
+        for lateness in args.array_lateness_ms:
+            for sample in ('due', 'actual'):
+                runs = [simulate(arm, 'figure8', 'position_array', controller_rate=rate,
+                                 latency=0.0005, duration=args.duration,
+                                 array_jitter=lateness * 1e-3, controller_phase=0.37 / rate,
+                                 controller_jitter=0.00005, seed=3, array_sample=sample)
+                        for arm in args.arms]
+                ticks = [r.array_ticks() for r in runs]
+                rows.append({'rate_hz': rate, 'lateness_ms': lateness,
+                             'arrays': 'node' if sample == 'due' else 'before',
+                             'accel_over_limit': max(r.peak_ratios()['accel'] for r in runs),
+                             'jerk_over_limit': max(r.peak_ratios()['jerk'] for r in runs),
+                             'reused_percent': 100.0 * max(t['reused'] for t in ticks),
+                             'skipped_percent': 100.0 * max(t['skipped'] for t in ticks),
+                             'arrays_per_s': min(r.arrays_sent for r in runs) / args.duration})
+    return rows
+
+
 def run(args):
     """Run every combination; print tables (or one JSON object)."""
-    rows = []
-    streams = list(args.streams)
+    rows, beyond = [], []
+    clocks = _clock_rows(args) if 'clocks' in args.tables else []
+    forward = _forward_rows(args) if 'forward' in args.tables else []
+    streams = list(args.streams) if 'streams' in args.tables else []
     if 'ruckig' in streams and importlib.util.find_spec('ruckig') is None:
         streams.remove('ruckig')
         print('ik_bench controllers: ruckig is not installed (pip install ruckig): '
@@ -112,15 +168,15 @@ def run(args):
                 runs = list(_runs(args, stream, output, scenario, args.latencies_ms))
                 rows.append(dict(stream=stream, output=output, scenario=scenario,
                                  **_row(runs)))
-    beyond = []
-    for output in args.outputs:
+    for output in args.outputs if streams else []:
         for scenario in args.scenarios:
             runs = list(_runs(args, 'node', output, scenario, [args.beyond_ms]))
             beyond.append(dict(stream='node', output=output, scenario=scenario,
                                **_row(runs)))
     report = {'benchmark': 'controllers', 'machine': machine_info(), 'arms': args.arms,
               'rates': args.rates, 'latencies_ms': args.latencies_ms, 'servos': args.servos,
-              'budget_ms': args.budget_ms, 'rows': rows, 'beyond_budget': beyond}
+              'budget_ms': args.budget_ms, 'rows': rows, 'beyond_budget': beyond,
+              'clock_offsets': clocks, 'forward_controller': forward}
     if args.json:
         print_json(report)
         return 0
@@ -128,9 +184,25 @@ def run(args):
               f"latencies {'/'.join(f'{x:g}' for x in args.latencies_ms)} ms within a "
               f'{args.budget_ms:g} ms budget; servos {args.servos} s')
     print_title('controllers', detail, report['machine'])
-    _table(rows)
-    print(f'\nlatency {args.beyond_ms:g} ms, beyond the {args.budget_ms:g} ms budget:')
-    _table(beyond)
+    if rows:
+        _table(rows)
+        print(f'\nlatency {args.beyond_ms:g} ms, beyond the {args.budget_ms:g} ms budget:')
+        _table(beyond)
+    if clocks:
+        print(f'\njoint_trajectory_controller on its own clock (latency 1 ms, budget '
+              f'{args.budget_ms:g} ms; worst over arms, move and figure8, rates):')
+        print_table(['clock offset ms', 'messages', 'accel / limit', 'jerk / limit'],
+                    [(_fmt(r['offset_ms']), r['messages'], _fmt(r['accel_over_limit']),
+                      _fmt(r['jerk_over_limit'])) for r in clocks])
+    if forward:
+        print('\nforward_position_controller on its own loop (phase 0.37 period, 50 us jitter; '
+              'figure8; worst over arms):')
+        print_table(['rate Hz', 'timer late ms', 'arrays', 'accel / limit', 'jerk / limit',
+                     'reused %', 'skipped %', 'arrays / s'],
+                    [(_fmt(r['rate_hz']), _fmt(r['lateness_ms']), r['arrays'],
+                      _fmt(r['accel_over_limit']), _fmt(r['jerk_over_limit']),
+                      _fmt(r['reused_percent']), _fmt(r['skipped_percent']),
+                      _fmt(r['arrays_per_s'])) for r in forward])
     return 0
 
 

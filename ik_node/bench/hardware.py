@@ -68,6 +68,22 @@ class Run:
     added_delay_s: float = 0.0
     next_twist: float = 0.0          # the twist scenario's next 50 Hz send
     tick_seconds: List[float] = field(default_factory=list)   # planning + message, per tick
+    arrays_sent: int = 0             # position_array: arrays the node sent
+    arrays_received_at: List[int] = field(default_factory=list)   # update index of each arrival
+
+    def array_ticks(self) -> Dict[str, float]:
+        """position_array: the share of controller updates that got no new array / several.
+
+        ``reused``: updates (after the first array) that found no new array and
+        wrote the previous one again; ``skipped``: updates that found more than
+        one new array (all but the newest never written).
+        """
+        if not self.arrays_received_at:
+            return {'reused': 0.0, 'skipped': 0.0}
+        first = self.arrays_received_at[0]
+        counts = np.bincount(np.array(self.arrays_received_at) - first,
+                             minlength=len(self.commands) - first)
+        return {'reused': float(np.mean(counts == 0)), 'skipped': float(np.mean(counts > 1))}
 
     def derivatives(self):
         """(q, v, a, j) of the written commands by differences at the controller's period."""
@@ -147,7 +163,10 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
              duration: float = 3.0, period: float = 0.01, budget: float = 0.03,
              legacy: bool = False, kill_at: float = 0.5, jitter: float = 0.0,
              stall: Optional[tuple] = None, seed: int = 0, stage: str = 'fir',
-             on_tick: Optional[Callable] = None, clock_offset: float = 0.0) -> Run:
+             on_tick: Optional[Callable] = None, clock_offset: float = 0.0,
+             array_rate: Optional[float] = None, array_jitter: float = 0.0,
+             controller_phase: float = 0.0, controller_jitter: float = 0.0,
+             array_sample: str = 'due', window: str = 'budget') -> Run:
     """Run the node's stream through a controller stand-in; return what the hardware got.
 
     Args:
@@ -175,6 +194,21 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
         clock_offset: the controller's clock minus the node's, s (negative:
             behind, a robot computer whose clock lags the workstation's). The
             controller validates and samples on its clock; stamps are the node's.
+        array_rate: position_array: the node's array timer, Hz (its
+            controller_rate parameter; None: the controller's rate).
+        array_jitter: position_array: each array timer callback comes up to
+            this much late (uniform, seeded: the process scheduler of a busy
+            machine), s; a callback later than a period skips the periods it
+            missed, as an rcl timer does.
+        controller_phase: the controller's first update, s after the node's
+            first tick (its own loop: not in step with the node's timer).
+        controller_jitter: each controller update comes up to this much late, s.
+        array_sample: 'due' (the node: each array samples the plan at the
+            instant its timer callback was due) or 'actual' (at the instant it
+            ran, as before issue 29: for comparison).
+        window: joint_trajectory: 'budget' (the node: each message starts at
+            the committed point at or before now - budget) or 'now' (at or
+            before now, as before issue 29: for comparison).
 
     """
     urdf, base, tip, q0, jerk, accel = ARMS[arm]
@@ -201,25 +235,36 @@ def simulate(arm: str = 'iiwa14', scenario: str = 'move', output: str = 'joint_t
     targets = _targets(chain, q0, scenario)
     inbox: List = []     # (arrival time, message)
     ticks = _tick_times(duration, period, jitter, stall, seed)
-    array_next = 0.0
+    rng = np.random.default_rng(seed + 1)
     dt_c = 1.0 / controller_rate
+    sends = [] if output != 'position_array' else _timer_times(
+        duration, 1.0 / (array_rate or controller_rate), array_jitter, rng)
     for k in range(int(round(duration * controller_rate))):
-        now = k * dt_c
+        now = controller_phase + k * dt_c + (rng.uniform(0.0, controller_jitter)
+                                             if controller_jitter > 0.0 else 0.0)
         alive = run.kill_time is None or now < run.kill_time
-        while alive and ticks and ticks[0] <= now + 1e-12:
-            tick = ticks.pop(0)
-            _node_tick(tick, tracker, stream, targets, scenario, output, period, names,
-                       inbox, latency, legacy, run)
-            if on_tick is not None:
-                on_tick(tick, tracker, stream)
-        while output == 'position_array' and array_next <= now + 1e-12:
-            if _array_tick(array_next, run, stream, stall):
-                q = tracker.q if stream is None else stream.send(array_next)
-                inbox.append((array_next + latency, list(q)))
-            array_next += dt_c
+        # The node's ticks and its array timer, in time order, up to this update.
+        while (alive and ticks and ticks[0] <= now + 1e-12) or \
+                (sends and sends[0][0] <= now + 1e-12):
+            if alive and ticks and ticks[0] <= now + 1e-12 and \
+                    (not sends or ticks[0] <= sends[0][0]):
+                tick = ticks.pop(0)
+                _node_tick(tick, tracker, stream, targets, scenario, output, period, names,
+                           inbox, latency, legacy, run, window)
+                if on_tick is not None:
+                    on_tick(tick, tracker, stream)
+                continue
+            sent, due = sends.pop(0)
+            if _array_tick(sent, run, stream, stall):
+                q = tracker.q if stream is None else stream.send(
+                    sent, due if array_sample == 'due' else None)
+                inbox.append((sent + latency, list(q)))
+                run.arrays_sent += 1
         for item in sorted([m for m in inbox if m[0] <= now + 1e-12], key=lambda m: m[0]):
             inbox.remove(item)
-            controller.receive(item[1], item[0] + clock_offset)
+            if controller.receive(item[1], item[0] + clock_offset) is False:
+                continue
+            run.arrays_received_at.append(len(run.commands))
         controller.update(now + clock_offset)
         run.commands.append(controller.commands[-1])
         run.times.append(now)
@@ -244,6 +289,21 @@ def _array_tick(t, run, stream, stall) -> bool:
     return bool(tail) and t <= tail[-1].time
 
 
+def _timer_times(duration: float, period: float, lateness: float, rng) -> List[tuple]:
+    """Return (instant, due instant) of each callback of a timer of ``period`` s that runs late.
+
+    Each callback comes up to ``lateness`` s after its due time (uniform);
+    as in rcl, the next due time is the first multiple of the period after
+    the callback started: periods missed meanwhile are skipped, not caught up.
+    """
+    times, due = [], 0.0
+    while due <= duration:
+        t = due + (rng.uniform(0.0, lateness) if lateness > 0.0 else 0.0)
+        times.append((t, due))
+        due = period * (math.floor(t / period + 1e-9) + 1)
+    return times
+
+
 def _tick_times(duration, period, jitter, stall, seed) -> List[float]:
     """Return the node's tick instants: every period, up to ``jitter`` late, none in a stall."""
     rng = np.random.default_rng(seed)
@@ -259,7 +319,7 @@ def _tick_times(duration, period, jitter, stall, seed) -> List[float]:
 
 
 def _node_tick(now, tracker, stream, targets, scenario, output, period, names, inbox, latency,
-               legacy, run):
+               legacy, run, window='budget'):
     """One node tick: inputs due, then the command(s) and the message, as the node does."""
     plan_now = now + (0.0 if stream is None else stream.lead_s)
     while targets and targets[0][0] <= now + 1e-12:
@@ -287,6 +347,9 @@ def _node_tick(now, tracker, stream, targets, scenario, output, period, names, i
         run.tick_seconds.append(_time.perf_counter() - start_s)
     if output == 'joint_trajectory':
         points = stream.horizon(now)
+        if window == 'now':   # before issue 29: from the newest point at or before now
+            first = max(k for k, p in enumerate(points) if k == 0 or p.time <= now)
+            points = points[first:]
         run.tick_seconds.append(_time.perf_counter() - start_s)
         start = points[0].time
         inbox.append((now + latency, Trajectory(list(names), start, [

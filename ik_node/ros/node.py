@@ -115,6 +115,18 @@ def _pose(position, quaternion) -> np.ndarray:
     return pose
 
 
+def position_array_warning(rate: float) -> str:
+    """Return the start-up warning of command_output position_array (one line)."""
+    return (f'position_array: forward_position_controller writes the newest array at each of '
+            f'its updates, and the {rate:g} Hz arrays sent here are not in step with them: an '
+            'array that arrives after the update it was meant for is written one update late '
+            'and the next is skipped, a staircase of 100-840x the acceleration limit at the '
+            'hardware (ik_bench controllers); positions stay within the joint limits, speed, '
+            'acceleration and jerk limits only while arrays arrive in step. For motion within '
+            'every limit at the hardware use command_output: joint_trajectory '
+            '(joint_trajectory_controller)')
+
+
 class IKNode(Node):
     """Inverse kinematics node (see the module docstring)."""
 
@@ -196,7 +208,9 @@ class IKNode(Node):
         self.create_timer(self._period, self._guarded(self._tick))
         if self.output == 'position_array':
             array_rate = self.get_parameter('controller_rate').value or rate
-            self.create_timer(1.0 / array_rate, self._guarded(self._send_array))
+            self._array_timer = self.create_timer(1.0 / array_rate,
+                                                  self._guarded(self._send_array))
+            self.get_logger().warning(position_array_warning(array_rate))
 
     @staticmethod
     def _named_topic(parameter: str, create, kind, topic: str, *args):
@@ -599,7 +613,25 @@ class IKNode(Node):
         """
         if self.stream is None or not self._arrays_flow():
             return
-        self.command_pub.publish(self.encoder.message(self.stream, *self._instant()))
+        stamp, now = self._instant()
+        self.command_pub.publish(self.encoder.message(self.stream, stamp, now,
+                                                      self._array_due(now)))
+
+    def _array_due(self, now: float) -> float:
+        """Return the instant, s, this array timer callback was scheduled for (at most ``now``).
+
+        The plan is sampled there, not at the instant the callback runs: a
+        callback the scheduler ran 0.5 ms late sampled 0.5 ms of motion more,
+        and at the controller's rate that jitter alone was 130x the
+        acceleration limit (ik_bench controllers). rcl has already moved the
+        timer to its next due time (periods it missed skipped), so this one
+        was due a period before that.
+        """
+        until_ns = self._array_timer.time_until_next_call()
+        if until_ns is None:
+            return now
+        due = now + (until_ns - self._array_timer.timer_period_ns) * 1e-9
+        return min(due, now)
 
     # -- side outputs --------------------------------------------------------------------------
 

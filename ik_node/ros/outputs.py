@@ -24,7 +24,7 @@ sending). Times are seconds on the node's clock counted from its epoch
 command_joint_order).
 """
 
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from builtin_interfaces.msg import Duration
 from ik_node.core.motion.stream import CommandStream
@@ -106,9 +106,13 @@ class PositionArrayEncoder:
         """Keep the command order (mimic joints are not commanded)."""
         self._order = list(order)
 
-    def message(self, stream: CommandStream, stamp: Time, now: float) -> Float64MultiArray:
-        """Return the Float64MultiArray of the positions sent at ``now`` (CommandStream.send)."""
-        q = stream.send(now)
+    def message(self, stream: CommandStream, stamp: Time, now: float,
+                due: Optional[float] = None) -> Float64MultiArray:
+        """Return the Float64MultiArray of the positions sent at ``now`` (CommandStream.send).
+
+        ``due``: the instant the array timer was due (the plan is sampled there).
+        """
+        q = stream.send(now, due)
         return Float64MultiArray(data=[float(q[k]) for k in self._order])
 
 

@@ -90,8 +90,10 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('joint_jerk_limits', DOUBLES, 'per-joint jerk limits in chain order (replace '
           'max_joint_jerk when set)'),
     Param('command_latency_budget', 0.03, 'joint_trajectory / position_array: the longest '
-          'delay from a tick to the controller reading its message (transport, clock offset, '
-          'tick lateness), s; commands are committed this much (plus three periods) ahead',
+          'delay from a tick to the controller reading its message (transport, tick lateness, '
+          "a controller clock ahead), and the most the controller's clock may be behind, s; "
+          'commands are committed this much (plus three periods) ahead, each message starts '
+          "this much before the node's now",
           0.0, 1.0, fixed=True),
     Param('controller_rate', 0.0, "position_array: the controller manager's update_rate, Hz; "
           'arrays are sent at this rate, sampled from the plan (0: publish_rate)',

@@ -133,7 +133,8 @@ class CommandStream:
         self.stalls = 0
         self.clock_jumps_back = self.clock_jumps_forward = 0
         self._stopping = False   # braking to rest after the clock went back
-        self._sampled_at: Optional[float] = None
+        self._sampled_at: Optional[float] = None   # position_array: the instant last sent
+        self._sent_at = 0.0                          # and the clock when it was sent
         self._seen: Optional[float] = None   # the latest time given to advance or send
         self._cadence = 0.0   # the last positive step between two of those times, s
         self._jerk = self._check_jerk(jerk)
@@ -211,6 +212,7 @@ class CommandStream:
         self._published_end = None if self._published_end is None else \
             self._published_end + shift
         self._sampled_at = None if self._sampled_at is None else self._sampled_at + shift
+        self._sent_at += shift
         self.restarted_at += shift
         self.tracker.stop_then_resume(self.tracker.time + shift)
         self._stopping = True
@@ -392,17 +394,26 @@ class CommandStream:
         self._published_end = self.end_time
         return points
 
-    def send(self, time: float) -> FloatArray:
+    def send(self, time: float, due: Optional[float] = None) -> FloatArray:
         """Positions (n,) to send at ``time`` on a stream without stamps (position_array).
+
+        Args:
+            time: the clock now, s (the clock watch and the stall rule read it).
+            due: the instant the sender's timer was due, s (at most ``time``):
+                the plan is sampled there, so that a callback the scheduler
+                ran late sends the same positions as one on time (None: at
+                ``time``).
 
         Remembered: a gap of more than STALL_PERIODS before the next advance
         restarts the plan where the controller held (see advance).
         """
+        time = float(time)
         self._watch_clock(time)
         self._restarted_after_array_stall(time)
-        self._sampled_at = float(time)
+        at = time if due is None else min(float(due), time)
+        self._sent_at, self._sampled_at = time, at
         self._published_end = self.end_time
-        return self.sample(time)[0]
+        return self.sample(at)[0]
 
     def _watch_clock(self, time: float) -> None:
         """Re-base the plan when the clock jumped (clock_jumped).
@@ -436,7 +447,7 @@ class CommandStream:
         stalled node, a clock set forward) is not motion time: the forward
         controller held the last array, so the plan restarts there, at rest.
         """
-        if self._sampled_at is None or now - self._sampled_at <= STALL_PERIODS * self.h:
+        if self._sampled_at is None or now - self._sent_at <= STALL_PERIODS * self.h:
             return False
         self.stalls += 1
         self.restart(now, self.sample(self._sampled_at)[0])
