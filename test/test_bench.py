@@ -156,7 +156,7 @@ def test_controllers_json_compares_the_streams_at_the_hardware(capsys):
     """The node's stream keeps the limits where the previous one does not; Ruckig's row too."""
     assert main(['controllers', '--json', '--arms', 'iiwa14', '--rates', '500',
                  '--latencies-ms', '5', '--servos', '0', '--duration', '1.2',
-                 '--scenarios', 'move', '--beyond-ms', '40']) == 0
+                 '--scenarios', 'move', '--beyond-ms', '40', '--tables', 'streams']) == 0
     report = json.loads(capsys.readouterr().out)
     rows = {(r['stream'], r['output']): r for r in report['rows']}
     # Ruckig is an optional comparison peer (test requirements install it).
@@ -169,6 +169,27 @@ def test_controllers_json_compares_the_streams_at_the_hardware(capsys):
         assert node['stalled_ticks'] == 0 and node['rejected_percent'] == 0.0
         assert rows[('previous', output)]['accel_over_limit'] > 10.0
     assert len(report['beyond_budget']) == 2
+
+
+def test_controllers_json_compares_clock_offsets_and_forward_controller_arrays(capsys):
+    """Issue 29's tables: a clock 12 ms behind, arrays 0.2 ms late; the node's and the before."""
+    assert main(['controllers', '--json', '--arms', 'iiwa14', '--rates', '1000',
+                 '--duration', '2.5', '--tables', 'clocks', 'forward', '--clock-offsets-ms',
+                 '-12', '--array-lateness-ms', '0.2']) == 0
+    report = json.loads(capsys.readouterr().out)
+    clocks = {r['messages']: r for r in report['clock_offsets']}
+    assert clocks['node']['accel_over_limit'] <= 1.05 < 10.0 < clocks['before']['accel_over_limit']
+    forward = {r['arrays']: r for r in report['forward_controller']}
+    assert forward['node']['accel_over_limit'] <= 1.05 < 5.0 < forward['before']['accel_over_limit']
+    assert forward['node']['reused_percent'] == 0.0 and report['rows'] == []
+
+
+def test_corpus_json_loads_every_pair_and_reaches_its_targets(capsys):
+    """Every pair of the corpus loads and the solver reaches the few random targets asked."""
+    assert main(['corpus', '--json', '--no-node', '--targets', '2', '--repeats', '1']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report['rows']) == 14
+    assert all(r['reached'] == '2 / 2' for r in report['rows']), report['rows']
 
 
 def test_feedback_json_counts_resyncs_of_both_rules_and_detects_every_push(capsys):

@@ -23,8 +23,8 @@ ik_node's parser or tables.
 """
 
 import contextlib
-import os
 
+from ik_node.bench.corpus import corpus_path, CORPUS
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import chain_from_urdf_string, link_frames
@@ -32,25 +32,6 @@ import numpy as np
 from oracle import RawModel
 import pytest
 
-HERE = os.path.join(os.path.dirname(__file__), 'urdf_corpus', 'external')
-
-# (file, base_link, tip_link): every chain a user of that robot would ask for.
-CORPUS = [
-    ('panda_hand', 'panda_link0', 'panda_hand'),
-    ('panda_hand', 'panda_link0', 'panda_link8'),
-    ('pr2', 'base_footprint', 'r_gripper_tool_frame'),        # torso (prismatic) + arm
-    ('pr2', 'torso_lift_link', 'l_gripper_tool_frame'),       # two continuous joints
-    ('pr2', 'torso_lift_link', 'r_gripper_l_finger_tip_link'),  # a mimic in the chain
-    ('baxter', 'base', 'left_gripper'),
-    ('baxter', 'base', 'right_gripper'),
-    ('tiago_dual', 'base_footprint', 'hand_left_tool_link'),
-    ('tiago_dual', 'torso_lift_link', 'hand_right_tool_link'),
-    ('ur5_gripper', 'world', 'tool0'),
-    ('ur5_gripper', 'base_link', 'ee_link'),
-    ('kinova', 'base', 'j2s6s200_end_effector'),
-    ('xarm7', 'world', 'link_eef'),
-    ('xarm7', 'link_base', 'link7'),
-]
 IDS = [f'{f}:{b}->{t}' for f, b, t in CORPUS]
 
 # Reached: the tip within these of the target by the raw description's FK.
@@ -59,7 +40,7 @@ REACHED_M, REACHED_RAD = 1e-4, 1e-3
 
 def text(name):
     """Return one description's URDF text."""
-    with open(os.path.join(HERE, f'{name}.urdf'), encoding='utf-8') as handle:
+    with open(corpus_path(name), encoding='utf-8') as handle:
         return handle.read()
 
 
