@@ -17,6 +17,7 @@
 
 import importlib.util
 import json
+import os
 
 from ik_node.bench.cli import main
 import pytest
@@ -186,7 +187,9 @@ def test_controllers_json_compares_clock_offsets_and_forward_controller_arrays(c
 
 def test_corpus_json_loads_every_pair_and_reaches_its_targets(capsys):
     """Every pair of the corpus loads and the solver reaches the few random targets asked."""
-    assert main(['corpus', '--json', '--no-node', '--targets', '2', '--repeats', '1']) == 0
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'urdf_corpus', 'external')
+    assert main(['corpus', '--json', '--no-node', '--targets', '2', '--repeats', '1',
+                 '--dir', folder]) == 0
     report = json.loads(capsys.readouterr().out)
     assert len(report['rows']) == 14
     assert all(r['reached'] == '2 / 2' for r in report['rows']), report['rows']

@@ -23,6 +23,7 @@ ik_node's parser or tables.
 """
 
 import contextlib
+import os
 
 from ik_node.bench.corpus import corpus_path, CORPUS
 from ik_node.core.ik.factory import make_solver
@@ -32,6 +33,8 @@ import numpy as np
 from oracle import RawModel
 import pytest
 
+# Next to this file, not next to the ik_node imported (under colcon test: the install space's).
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'urdf_corpus', 'external')
 IDS = [f'{f}:{b}->{t}' for f, b, t in CORPUS]
 
 # Reached: the tip within these of the target by the raw description's FK.
@@ -40,7 +43,7 @@ REACHED_M, REACHED_RAD = 1e-4, 1e-3
 
 def text(name):
     """Return one description's URDF text."""
-    with open(corpus_path(name), encoding='utf-8') as handle:
+    with open(corpus_path(name, HERE), encoding='utf-8') as handle:
         return handle.read()
 
 

@@ -57,9 +57,17 @@ REACHED = (1e-4, 1e-3)
 
 
 def corpus_dir() -> str:
-    """Return the folder of the corpus in the source tree (test/urdf_corpus/external)."""
+    """Return the corpus folder: the source tree's test/urdf_corpus/external, else the cwd's.
+
+    (An installed ik_node has no test folder: run from the checkout, or pass --dir.)
+    """
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.path.join(root, 'test', 'urdf_corpus', 'external')
+    for base in (root, os.getcwd()):
+        folder = os.path.join(base, 'test', 'urdf_corpus', 'external')
+        if os.path.isdir(folder):
+            return folder
+    raise FileNotFoundError('ik_bench corpus: no test/urdf_corpus/external in the source tree '
+                            'or the current directory: run it from the checkout, or pass --dir')
 
 
 def corpus_path(name: str, folder: Optional[str] = None) -> str:
