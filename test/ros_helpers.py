@@ -167,3 +167,47 @@ def client_node(domain: int, name: str):
             node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+@contextlib.contextmanager
+def in_process_ik_node(params, numpy_backend=False):
+    """Run IKNode in this process on its own domain, with a client node beside it.
+
+    Args:
+        params: the node's parameters, name -> value.
+        numpy_backend: run on the numpy reference (no compile child is
+            started; the numba twins are pinned to it by test_jit_ik).
+
+    Yields (node, client, spin_once) where spin_once(seconds) runs their one
+    executor once.
+    """
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from ik_node.ros import solvers
+    from ik_node.ros.node import IKNode
+    status = solvers.compiled_status
+    if numpy_backend:
+        solvers.compiled_status = lambda: ('numpy', 'this test runs on the reference')
+    context = Context()
+    rclpy.init(context=context, domain_id=unique_domain_id())
+    try:
+        node = IKNode(context=context, parameter_overrides=[
+            Parameter(key, value=value) for key, value in params.items()])
+    except BaseException:
+        rclpy.try_shutdown(context=context)
+        raise
+    finally:
+        solvers.compiled_status = status
+    client = rclpy.create_node('test_client', context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(client)
+    try:
+        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        client.destroy_node()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)  # a test may have shut it down already

@@ -181,8 +181,9 @@ def test_controllers_json_compares_clock_offsets_and_forward_controller_arrays(c
     clocks = {r['messages']: r for r in report['clock_offsets']}
     assert clocks['node']['accel_over_limit'] <= 1.05 < 10.0 < clocks['before']['accel_over_limit']
     forward = {r['arrays']: r for r in report['forward_controller']}
-    assert forward['node']['accel_over_limit'] <= 1.05 < 5.0 < forward['before']['accel_over_limit']
-    assert forward['node']['reused_percent'] == 0.0 and report['rows'] == []
+    node, before = forward['node'], forward['before']
+    assert node['accel_over_limit'] <= 1.05 < 5.0 < before['accel_over_limit']
+    assert node['reused_percent'] == 0.0 and report['rows'] == []
 
 
 def test_corpus_json_loads_every_pair_and_reaches_its_targets(capsys):

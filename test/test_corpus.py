@@ -22,10 +22,9 @@ reads the raw XML itself (oracle.RawModel: xml.etree and transforms3d), never
 ik_node's parser or tables.
 """
 
-import contextlib
 import os
 
-from ik_node.bench.corpus import corpus_path, CORPUS
+from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import chain_from_urdf_string, link_frames
@@ -160,43 +159,12 @@ def test_the_tracker_reaches_random_reachable_targets_within_the_limits(name, ba
         q = command.q
 
 
-@contextlib.contextmanager
 def corpus_node(xml, base, tip):
-    """Run IKNode in this process on a description, on the numpy backend, with a client.
-
-    The numba twins are pinned to the numpy reference elsewhere
-    (test_jit_ik); here no compile child is started for each description.
-    Yields (node, client, spin_once).
-    """
-    from ik_node.ros import solvers
-    from ik_node.ros.node import IKNode
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
-    from ros_helpers import unique_domain_id
-    status = solvers.compiled_status
-    solvers.compiled_status = lambda: ('numpy', 'the corpus test runs on the reference')
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    try:
-        node = IKNode(context=context, parameter_overrides=[
-            Parameter('robot_description', value=xml), Parameter('base_link', value=base),
-            Parameter('tip_link', value=tip),
-            Parameter('target_queue_depth', value=200)])   # one burst: a target per frame
-    finally:
-        solvers.compiled_status = status
-    client = rclpy.create_node('corpus_client', context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(client)
-    try:
-        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        client.destroy_node()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
+    """Run IKNode in this process on a description (numpy backend), with a client."""
+    from ros_helpers import in_process_ik_node
+    return in_process_ik_node({'robot_description': xml, 'base_link': base, 'tip_link': tip,
+                               'target_queue_depth': 200},   # one burst: a target per frame
+                              numpy_backend=True)
 
 
 @pytest.mark.integration

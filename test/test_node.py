@@ -33,7 +33,8 @@ import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from ros_helpers import OutputDrain, stamp_ns, unique_domain_id, wait_until
+from ros_helpers import in_process_ik_node, OutputDrain, stamp_ns, unique_domain_id, \
+    wait_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
@@ -147,30 +148,9 @@ def model_params(name):
     return {'urdf_path': str(path), 'base_link': base, 'tip_link': tip}
 
 
-@contextlib.contextmanager
 def in_process_node(arm, **params):
-    """Run IKNode on a bundled arm in this process on its own domain, with a client.
-
-    Yields (node, client, spin_once) where spin_once(seconds) runs their one
-    executor once.
-    """
-    from ik_node.ros.node import IKNode
-    from rclpy.parameter import Parameter
-    context = Context()
-    rclpy.init(context=context, domain_id=unique_domain_id())
-    node = IKNode(context=context, parameter_overrides=[
-        Parameter(key, value=value) for key, value in dict(model_params(arm), **params).items()])
-    client = rclpy.create_node('test_client', context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(client)
-    try:
-        yield node, client, lambda seconds: executor.spin_once(timeout_sec=seconds)
-    finally:
-        executor.shutdown(timeout_sec=1.0)
-        client.destroy_node()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)  # a test may have shut it down already
+    """Run IKNode on a bundled arm in this process (ros_helpers.in_process_ik_node)."""
+    return in_process_ik_node(dict(model_params(arm), **params))
 
 
 def test_run_time_jerk_feedback_and_limit_changes_reach_the_stream_and_the_policy():

@@ -146,7 +146,8 @@ def test_quick_start_shell_session_runs_as_written(tmp_path):
         assert str(ROOT / '.venv' / 'bin' / name) in result.stdout.splitlines()
     assert 'sent on /ik_node/target_pose' in result.stdout
     assert 'matrix_to_quaternion' in result.stdout  # the benchmark's table
-    assert 'model: 7 joints iiwa_link_0 -> tool0' in log
+    assert 'model: chain iiwa_link_0 -> tool0, 7 joints it controls' in log
+    assert 'model: 10 of 10 links usable as target frames' in log
 
 
 @pytest.mark.slow
