@@ -281,9 +281,10 @@ class _FrameResolver:
             pending.append(link)
             link = self.parent[link].parent
         if link not in self.states:
-            self.states[link] = self._above_state(link)
+            self.states[link] = _state_or_reason(self._above_state, link)
         for child in reversed(pending):
-            self.states[child] = self._child_state(self.states[link], self.parent[child])
+            self.states[child] = _state_or_reason(self._child_state, self.states[link],
+                                                  self.parent[child])
             link = child
         return self.states[link]
 
@@ -361,6 +362,19 @@ class _FrameResolver:
         plain = all(k == 1.0 for k in scale) and all(c == 0.0 for c in shift)
         return LinkFrame(link, np.eye(4), sub, tuple(indices),
                          scale=() if plain else tuple(scale), shift=() if plain else tuple(shift))
+
+
+def _state_or_reason(build, *args):
+    """Return ``build(*args)``, or the reason (str) of the ModelError it raised.
+
+    A malformed joint outside the chain (a NaN origin on a camera mount, a
+    finger's inverted limits) makes the links it moves unusable as target
+    frames, with that reason; only a problem with the chain ends start-up.
+    """
+    try:
+        return build(*args)
+    except ModelError as exc:
+        return str(exc)
 
 
 def _path_down(link: str, ancestor: str, parent) -> List[Any]:

@@ -136,3 +136,28 @@ def test_a_mimic_of_a_chain_joint_off_the_way_follows_its_leader(multiplier, off
         tool.pose('finger_b_pad', np.zeros(7))
     assert 'finger_a' in tool.refused() and tool.summary().startswith(
         f'{len(tool.names())} of {len(tool.names()) + 3} links usable as target frames; 3 not')
+
+
+def test_a_malformed_joint_beside_the_chain_refuses_its_links_not_the_model():
+    """A camera mount with a NaN origin and a finger with inverted limits, beside the arm.
+
+    The chain base -> tool loads and its links resolve; the two links (and
+    the pad below the finger) are refused with what is wrong with their
+    joints; a chain through the bad finger is refused at load, as before.
+    """
+    parts = ('<link name="camera"/><joint name="camera_mount" type="fixed">'
+             f'<parent link="{BASE}"/><child link="camera"/><origin xyz="0 nan 0.1"/></joint>'
+             '<link name="finger"/><joint name="finger_joint" type="prismatic">'
+             f'<parent link="{TIP}"/><child link="finger"/><axis xyz="0 1 0"/>'
+             '<limit lower="0.04" upper="0" velocity="0.1" effort="1"/></joint>'
+             + fixed('finger_pad', 'finger'))
+    xml = IIWA.replace('</robot>', parts + '</robot>')
+    chain = chain_from_urdf_string(xml, BASE, TIP)
+    frames = link_frames(xml, chain)
+    refused = frames.refused()
+    assert set(refused) == {'camera', 'finger', 'finger_pad'}
+    assert "joint 'camera_mount': origin xyz/rpy must be 3 finite numbers" in refused['camera']
+    assert refused['finger_pad'] == refused['finger']
+    assert 'iiwa_link_4' in frames.names() and TIP in frames.names()
+    with pytest.raises(ik_node.urdf.UrdfError, match='camera_mount'):
+        chain_from_urdf_string(xml, BASE, 'camera')
