@@ -503,9 +503,14 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
         assert loop.stop() == 0
 
 
-@pytest.mark.parametrize('offset', [-0.025, 0.02])
+@pytest.mark.parametrize('offset', [-0.025, pytest.param(0.02, marks=pytest.mark.timely)])
 def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset):
     """The controller's clock 25 ms behind / 20 ms ahead of the node's (within the 30 ms budget).
+
+    'timely' ahead: a clock 20 ms ahead leaves 10 ms of the budget for
+    transport and late ticks, which a machine kept busy on purpose exceeds
+    (107 rad/s^2 beside four CPU hogs: messages beyond the budget, as the
+    README says). A clock behind takes nothing from that margin.
 
     Judged on what the stand-in wrote, on its own clock, by divided
     differences (exact for a C2 motion whatever the load): accelerations
