@@ -358,10 +358,8 @@ class _FrameResolver:
                 scale.append(k)
                 shift.append(c)
             joints.append(joint)
-        sub = Chain(joints, self.chain.base_link, link)
-        plain = all(k == 1.0 for k in scale) and all(c == 0.0 for c in shift)
-        return LinkFrame(link, np.eye(4), sub, tuple(indices),
-                         scale=() if plain else tuple(scale), shift=() if plain else tuple(shift))
+        return LinkFrame(link, np.eye(4), Chain(joints, self.chain.base_link, link),
+                         tuple(indices), scale=tuple(scale), shift=tuple(shift))
 
 
 def _state_or_reason(build, *args):

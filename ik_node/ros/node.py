@@ -618,7 +618,7 @@ class IKNode(Node):
                                                       self._array_due(now)))
 
     def _array_due(self, now: float) -> float:
-        """Return the instant, s, this array timer callback was scheduled for (at most ``now``).
+        """Return the instant, s, this array timer callback was scheduled for.
 
         The plan is sampled there, not at the instant the callback runs: a
         callback the scheduler ran 0.5 ms late sampled 0.5 ms of motion more,
@@ -630,8 +630,7 @@ class IKNode(Node):
         until_ns = self._array_timer.time_until_next_call()
         if until_ns is None:
             return now
-        due = now + (until_ns - self._array_timer.timer_period_ns) * 1e-9
-        return min(due, now)
+        return now + (until_ns - self._array_timer.timer_period_ns) * 1e-9   # send() clamps
 
     # -- side outputs --------------------------------------------------------------------------
 

@@ -61,8 +61,8 @@ class LinkFrame:
         tail: (4, 4) fixed pose of the link in the frame at the end of
             ``chain`` (None: the identity).
         scale, shift: per free joint of ``chain``, its value is
-            ``scale * q[joints] + shift`` (a mimic joint of a chain joint:
-            its multiplier and offset); empty: the chain's values as they are.
+            ``scale * q[joints] + shift`` (1 and 0 for a chain joint; a mimic
+            of one: its multiplier and offset).
 
     """
 
@@ -143,8 +143,7 @@ class LinkFrames:
                              f'include {shown}{more}')
         if frame.chain is None:
             return frame.offset
-        values = np.asarray(q, dtype=np.float64)[list(frame.joints)]
-        if len(frame.scale):
-            values = values * np.asarray(frame.scale) + np.asarray(frame.shift)
+        values = np.asarray(q, dtype=np.float64)[list(frame.joints)] * np.asarray(frame.scale) \
+            + np.asarray(frame.shift)
         pose = frame.offset @ frame.chain.forward(values)
         return pose if frame.tail is None else pose @ frame.tail
