@@ -30,10 +30,13 @@ setup(
     version='0.1.0',
     packages=find_packages(exclude=['test', 'test.*']),
     data_files=shared_files(),
-    install_requires=['setuptools', 'numpy', 'urdf_parser_py'],
+    # Lowest: Ubuntu 24.04's (ROS 2 Jazzy, Kilted), tested by scripts/distro-check.sh;
+    # newest: requirements/. urdf_parser_py is ROS 2's urdfdom_py (PyPI urdfdom-py).
+    install_requires=['setuptools', 'numpy>=1.26.4,<3', 'urdfdom-py>=1.2.1'],
     # colcon runs pytest only when the package declares it here (else
     # `python -m unittest`: 0 tests, success); tests_require is ignored.
-    extras_require={'test': ['pytest']},
+    extras_require={'test': ['pytest>=7.4.4', 'hypothesis>=6.98'],
+                    'numba': ['numba>=0.59'], 'demo': ['matplotlib>=3.6.3']},
     zip_safe=True,
     maintainer='ik_node maintainers',
     maintainer_email='maintainers@ik-node.invalid',

@@ -19,15 +19,39 @@ mathematics lives in :mod:`ik_node.core` (pure numpy, no ROS imports); the
 ROS 2 node lives in :mod:`ik_node.ros`.
 """
 
-from ik_node.core.errors import IKError, InvalidInputError, ModelError, ZeroNormError
-from ik_node.core.ik.base import IKResult
-from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
-from ik_node.core.ik.closed_form.srs import AnalyticSRS
-from ik_node.core.ik.jacobian import JacobianIK
-from ik_node.core.model.chain import Chain, Joint
-from ik_node.core.motion.smoothing import spherical_cubic_interpolate_in_time
-from ik_node import urdf  # noqa: F401,I100 - registers the URDF reader of Chain.from_urdf_*
+import importlib
 
-__all__ = ['AnalyticOffsetWrist', 'AnalyticSRS', 'Chain', 'IKError', 'IKResult',
-           'InvalidInputError', 'JacobianIK', 'Joint', 'ModelError',
-           'spherical_cubic_interpolate_in_time', 'ZeroNormError']
+# Public name -> the module that defines it. Imported on first use (PEP 562):
+# importing the package itself costs nothing, so the ik_node executable
+# (ik_node.ros.entry) installs its signal handlers before numpy, rclpy or
+# the kernels load; a Ctrl-C while they import is then counted, not a traceback.
+_PUBLIC = {
+    'AnalyticOffsetWrist': 'ik_node.core.ik.closed_form.offset_wrist',
+    'AnalyticSRS': 'ik_node.core.ik.closed_form.srs',
+    'Chain': 'ik_node.core.model.chain',
+    'IKError': 'ik_node.core.errors',
+    'IKResult': 'ik_node.core.ik.base',
+    'InvalidInputError': 'ik_node.core.errors',
+    'JacobianIK': 'ik_node.core.ik.jacobian',
+    'Joint': 'ik_node.core.model.chain',
+    'ModelError': 'ik_node.core.errors',
+    'spherical_cubic_interpolate_in_time': 'ik_node.core.motion.smoothing',
+    'ZeroNormError': 'ik_node.core.errors',
+}
+
+__all__ = sorted(_PUBLIC, key=str.lower)
+
+
+def __getattr__(name):
+    """Import a public name's module on first use (``from ik_node import Chain``)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ik_node' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    """List the public names with the module's own."""
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -28,7 +28,7 @@ What it records, on both backends (numpy, numba):
   (``make_solver(..., 'auto')`` and ``'jacobian'``) return for 300 seeded poses
   per arm, success flags included;
 * the command streams of the demo sequence (``ik_demo``'s targets in plain
-  Python, as test/test_tracker.py replays it: to the start, 16 s of the
+  Python, as test/simulation/test_tracker.py replays it: to the start, 16 s of the
   figure-eight at 20 Hz, a target 2 m away, back) through the tracker and the
   node's CommandStream, at 100 Hz, on the iiwa14 (closed form) and the ur5e
   (Jacobian); plus a pole and a twist on the iiwa14.

@@ -12,14 +12,29 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Shared pytest configuration: markers and the hypothesis profile."""
+"""Shared pytest configuration: the tiers, markers and hypothesis profiles.
+
+The tiers are the folders of test/ (README, "Tests"):
+
+* unit/: the core and the URDF reader as plain Python, no ROS, no subprocess
+  (the fast tier, a few minutes: ``bash scripts/test.sh --fast``);
+* simulation/: closed loops on simulated clocks and servos, plain Python;
+* ros/: the ROS layer in this process (messages, IKNode over DDS in-process);
+* system/: the node as a process over DDS (stand-ins, signals, benches);
+* package/: linters, typing, packaging, the README and the launch file;
+* sweeps/: the long runs (hundreds of signals, floods, fuzz batches), only
+  with IK_NODE_SWEEPS=1 (``bash scripts/sweep.sh``), never in a CI run.
+
+helpers/ holds what tests share; tests import helpers, never each other.
+"""
 
 import os
 import sys
 
 from hypothesis import Phase, settings
 
-sys.path.insert(0, os.path.dirname(__file__))
+# The shared helpers (test/helpers): tests import them, never each other.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'helpers'))
 
 # Seeded and reproducible: the same examples on every run and in CI.
 # No 'explain' phase: it traces every line (sys.settrace), which slows the
@@ -27,13 +42,40 @@ sys.path.insert(0, os.path.dirname(__file__))
 settings.register_profile('ik_node', derandomize=True, deadline=None, print_blob=True,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
                                   Phase.shrink])
-settings.load_profile('ik_node')
+# scripts/sweep.sh: fresh examples (a new seed each run, printed on failure),
+# twice the default count where a test does not set its own.
+settings.register_profile('sweep', parent=settings.get_profile('ik_node'), derandomize=False,
+                          max_examples=200)
+settings.load_profile('sweep' if os.environ.get('IK_NODE_SWEEPS') == '1' else 'ik_node')
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Tier folder -> the markers its tests get (select with -m).
+TIERS = {'unit': ('unit',), 'simulation': ('simulation',), 'ros': ('ros', 'integration'),
+         'system': ('system', 'integration'), 'package': ('package',),
+         'sweeps': ('sweep', 'integration')}
+# The long runs are collected only by scripts/sweep.sh.
+collect_ignore = [] if os.environ.get('IK_NODE_SWEEPS') == '1' else ['sweeps']
 
 
 def pytest_configure(config):
-    """Register the test tiers and the ament linter markers used by the lint tests."""
-    config.addinivalue_line('markers', 'integration: starts ROS nodes over DDS or subprocesses '
-                                       '(the fast tier is -m "not integration and not slow")')
+    """Register the tiers and markers; give a pytest-xdist worker its own bench domains.
+
+    The benchmarks pick a ROS domain nobody is seen on (ik_node.ros.process.
+    free_domain, 120-230); two workers probing at the same instant could pick
+    the same one. Each worker gets a range of its own (up to four workers).
+    """
+    worker = os.environ.get('PYTEST_XDIST_WORKER', '')
+    if worker.startswith('gw') and worker[2:].isdigit():
+        low = 120 + 27 * (int(worker[2:]) % 4)
+        os.environ['IK_NODE_BENCH_DOMAINS'] = f'{low}-{low + 26}'
+    for tier in ('unit', 'simulation', 'ros', 'system', 'package', 'sweep'):
+        config.addinivalue_line('markers', f'{tier}: a test of test/{tier}* (set by folder)')
+    config.addinivalue_line('markers', 'integration: runs ROS nodes (test/ros, test/system)')
+    config.addinivalue_line('markers', 'wallclock: asserts over real time (DDS between '
+                                       "processes, a node's timers): CI reruns these beside "
+                                       'CPU hogs')
+    config.addinivalue_line('markers', 'smoke: run by colcon test in CI (with test/package): '
+                                       'the node from the install space reaches targets')
     config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '
                                        'tests, builds, soak and flood runs)')
     config.addinivalue_line('markers', 'timely: asserts what needs the node on time (a forward '
@@ -45,7 +87,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the 'timely' tests on a machine CI keeps busy on purpose (IK_NODE_BUSY_MACHINE=1).
+    """Mark each test with its tier; skip 'timely' ones where CI keeps the machine busy.
+
+    IK_NODE_BUSY_MACHINE=1 (CI's loaded pass):
 
     forward_position_controller holds the last array it got: when the node
     stalls (a CPU starved by other processes), the arm stops as hard as its
@@ -54,9 +98,13 @@ def pytest_collection_modifyitems(config, items):
     command_latency_budget. Every other guarantee is asserted on a busy
     machine too.
     """
+    import pytest
+    for item in items:
+        tier = os.path.relpath(str(item.path), HERE).split(os.sep)[0]
+        for marker in TIERS.get(tier, ()):
+            item.add_marker(getattr(pytest.mark, marker))
     if os.environ.get('IK_NODE_BUSY_MACHINE') != '1':
         return
-    import pytest
     skip = pytest.mark.skip(reason='needs the node on time: on a busy machine a forward '
                                    'controller holds while the node stalls, and messages '
                                    'arrive later than command_latency_budget')

@@ -17,7 +17,7 @@
 The descriptions of test/urdf_corpus/external (unmodified URDF from the PyPI
 package example-robot-data; its README there names each source and licence)
 on the base/tip pairs a user of each robot would ask for (``CORPUS``, which
-test/test_corpus.py runs too). Per pair: the joints, the solver chosen and
+test/ros/test_corpus.py runs too). Per pair: the joints, the solver chosen and
 why, the links usable as target frames, the median time to load the model
 (parse, chain, link frames, solver), the seconds from starting the node
 process to its first joint_states, and how many random reachable targets

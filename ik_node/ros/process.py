@@ -31,8 +31,15 @@ from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 
+# The benchmarks' domains, "first-last" (default 120-230): parallel runs on one
+# machine (pytest workers) take disjoint ranges so that they never share one.
+DOMAINS_VARIABLE = 'IK_NODE_BENCH_DOMAINS'
+
+
 def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
     """Return a ROS_DOMAIN_ID in [first, last] on which no other ROS node is seen.
+
+    IK_NODE_BENCH_DOMAINS="first-last" in the environment replaces the range.
 
     Domains are tried in random order; on each, a probe node listens for
     ``probe_s`` seconds (existing participants answer a newcomer's
@@ -46,6 +53,7 @@ def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
         RuntimeError: ten domains tried, all busy.
 
     """
+    first, last = _domain_range(first, last)
     candidates = list(range(first, last + 1))
     random.SystemRandom().shuffle(candidates)
     for domain in candidates[:10]:
@@ -64,6 +72,20 @@ def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
         if not busy:
             return domain
     raise RuntimeError(f'no free ROS domain among ten tried in {first}-{last}')
+
+
+def _domain_range(first: int, last: int):
+    """Return (first, last) from IK_NODE_BENCH_DOMAINS when it is set, else the arguments."""
+    text = os.environ.get(DOMAINS_VARIABLE)
+    if not text:
+        return first, last
+    try:
+        low, high = (int(v) for v in text.split('-'))
+    except ValueError:
+        raise RuntimeError(f'{DOMAINS_VARIABLE}={text!r}: expected "first-last"') from None
+    if not 0 <= low <= high <= 232:
+        raise RuntimeError(f'{DOMAINS_VARIABLE}={text!r}: expected 0 <= first <= last <= 232')
+    return low, high
 
 
 class NodeProcess:

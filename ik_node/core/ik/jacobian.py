@@ -220,6 +220,8 @@ class JacobianIK(IKSolver):
             InvalidInputError: a non-finite or non-rigid target, a bad seed.
 
         """
+        if self._jit is not None and not self._jit.descend.signatures:
+            self._load_compiled_descent()
         start = time.perf_counter()
         target = check_pose(T_target)
         seed = self.chain.mid_limits() if q_reference is None else \
@@ -263,6 +265,19 @@ class JacobianIK(IKSolver):
         pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0
         rot = float(np.linalg.norm(r[3:])) if self._use_orientation else 0.0
         return pos, rot
+
+    def _load_compiled_descent(self) -> None:
+        """Load the compiled descent (numba compiles it the first time on a machine) before a budget.
+
+        numba compiles at a kernel's first call, from its cache in well under a
+        second, from nothing in ~30 s; inside the first solve that time came
+        out of its budget, and the solve gave up after one attempt ('timeout',
+        issue 30: seen with numba 0.59 on a fresh cache). The node loads the
+        kernels before it uses them (ik_node.core.warm); here a first solve
+        loads them first, outside its budget: it takes longer, never worse.
+        """
+        q = self.chain.mid_limits()
+        self._descend(self.chain.forward(q), q, q, float('inf'))
 
     # -- one attempt -----------------------------------------------------------
 

@@ -28,6 +28,7 @@ revolute joint, ``a_i`` over ``0`` for a prismatic one).
 
 import dataclasses
 from dataclasses import dataclass
+import importlib
 import math
 from typing import List, Optional, Sequence, Tuple
 
@@ -368,9 +369,10 @@ class Chain:
 
 
 # The URDF reader lives above the core (ik_node/urdf.py, the only importer of
-# urdf_parser_py) and registers itself here when the ik_node package is
-# imported: Chain.from_urdf_* keep working while the core imports nothing
-# from the layers above it.
+# urdf_parser_py) and registers itself here when it is imported. The core
+# imports nothing from the layers above it: Chain.from_urdf_* look the reader
+# up by its module name when none is registered yet (URDF_READER_MODULE).
+URDF_READER_MODULE = 'ik_node.urdf'
 _URDF_READERS: list = []
 
 
@@ -387,7 +389,10 @@ def register_urdf_reader(from_string, from_file) -> None:
 
 
 def _urdf_reader() -> _UrdfReader:
+    """Return the registered URDF reader, importing URDF_READER_MODULE (which registers) first."""
     if not _URDF_READERS:
-        raise ModelError('no URDF reader is registered: import ik_node (its urdf module '
-                         'registers one) before Chain.from_urdf_string / from_urdf_file')
+        importlib.import_module(URDF_READER_MODULE)
+    if not _URDF_READERS:
+        raise ModelError(f'no URDF reader is registered: {URDF_READER_MODULE} did not '
+                         'register one')
     return _URDF_READERS[0]

@@ -1,0 +1,175 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The compiled descent is the numpy reference, kernel by kernel and solve by solve.
+
+The forward kinematics, Jacobian, residual and inverse right Jacobian are
+one source (ik_node.core.kernels.base) run by CPython and compiled by numba: the
+compiled results must equal the interpreted ones. The damped step and the
+whole descent exist twice (numpy and loops) and are compared here.
+"""
+
+import ast
+from pathlib import Path
+import types
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from ik_node import Chain, InvalidInputError, JacobianIK
+from ik_node.core.ik import jacobian as jik
+from ik_node.core.kernels import base as kernels
+from ik_node.core.kernels import compile as _compiled
+from ik_node.core.kernels import lm as jit
+from ik_node.core.kernels import offset_wrist as offset_kernels
+from ik_node.core.kernels import srs as srs_kernels
+from ik_node.core.poses import pose_residual, split_pose
+from models import ARMS as MODELS, MIXED_URDF, random_q
+import numpy as np
+import pytest
+
+ARMS = {name: MODELS[name] for name in ('iiwa14', 'ur5e')}
+CHAINS = {name: Chain.from_urdf_file(str(p), b, t) for name, (p, b, t) in ARMS.items()}
+CHAINS['mixed'] = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+PACKAGE = Path(jik.__file__).parents[2]
+# The hand-written compiled modules (twins of numpy code, calling the kernels).
+COMPILED_TWINS = (PACKAGE / 'core' / 'kernels' / 'lm.py', PACKAGE / 'bench' / 'seed000' / 'jit.py')
+
+
+def test_every_kernel_has_a_compiled_twin_of_the_same_code():
+    for module, space in ((kernels, _compiled.K), (srs_kernels, _compiled.S),
+                          (offset_kernels, _compiled.OW)):
+        functions = {n: f for n, f in vars(module).items()
+                     if isinstance(f, types.FunctionType) and f.__module__ == module.__name__}
+        assert len(functions) >= 10
+        for name, fn in functions.items():
+            assert getattr(space, name).py_func.__code__ is fn.__code__, name
+
+
+def test_compiled_modules_retype_no_constant_and_redefine_no_kernel():
+    kernel_names = {n for m in (kernels, srs_kernels, offset_kernels) for n, f in vars(m).items()
+                    if isinstance(f, types.FunctionType)}
+    for path in COMPILED_TWINS:
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                assert not isinstance(node.value.value, (int, float)), \
+                    f'{path.name}: constant {ast.unparse(node)} (import it instead)'
+            if isinstance(node, ast.FunctionDef):
+                assert node.name not in kernel_names, f'{path.name} redefines {node.name}'
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+@settings(max_examples=50)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_compiled_kernels_equal_the_interpreted_ones(name, seed):
+    chain = CHAINS[name]
+    rng = np.random.default_rng(seed)
+    q = random_q(chain, rng)
+    target = chain.forward(random_q(chain, rng))
+    frames, tip_r, tip_p = chain.frames(q.tolist())
+    frames_c = np.empty((chain.movable, 12))
+    tip_r_c, tip_p_c = _compiled.K.chain_frames(q, chain.fk_arrays, frames_c)
+    np.testing.assert_allclose(frames_c, np.array(frames), atol=1e-14)
+    np.testing.assert_allclose(tip_r_c, tip_r, atol=1e-14)
+    np.testing.assert_allclose(tip_p_c, tip_p, atol=1e-14)
+    jac = np.empty((6, chain.n))
+    jit._jacobian(frames_c, chain.fk_arrays, tip_p_c, np.empty((chain.n, 6)), jac)
+    np.testing.assert_allclose(jac, chain.jacobian_of_frames(frames, tip_p), atol=1e-13)
+    target_r, target_p = split_pose(target)
+    r = np.empty(6)
+    jit._residual(target_r, target_p, tip_r_c, tip_p_c, r)
+    np.testing.assert_allclose(r, pose_residual(target, chain.forward(q)), atol=1e-12)
+    solver = JacobianIK(chain, backend='numpy', position_weight=2.0, orientation_weight=0.5)
+    a, rhs = np.empty((6, chain.n)), np.empty(6)
+    jit._task(jac, r, True, True, solver._w6, a, rhs)
+    np.testing.assert_allclose(a, solver._task_matrix(jac, r), atol=1e-12)
+    np.testing.assert_allclose(rhs, solver._weighted(r), atol=1e-15)
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+@settings(max_examples=50)
+@given(seed=st.integers(0, 2**32 - 1), damping=st.sampled_from([1e-6, 1e-3, 0.1, 10.0]),
+       biased=st.booleans())
+def test_step_matches_numpy_including_the_active_set(name, seed, damping, biased):
+    chain = CHAINS[name]
+    rng = np.random.default_rng(seed)
+    q = random_q(chain, rng)
+    # Put some joints near a limit so that steps cross it.
+    near = rng.random(chain.n) < 0.3
+    q = np.where(near & np.isfinite(chain.upper), chain.upper - 1e-3, q)
+    solver = JacobianIK(chain, backend='numpy')
+    frames, _, tip_p = chain.frames(q.tolist())
+    r = pose_residual(chain.forward(random_q(chain, rng)), chain.forward(q))
+    a = solver._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
+    rhs = solver._weighted(r)
+    q_ref = random_q(chain, rng)
+    expected = solver._step(a, rhs, q, q_ref if biased else None, damping)
+    got = jit._step(a, rhs, q, q_ref, biased, solver.nullspace_gain, chain.lower, chain.upper,
+                    damping, solver.max_step)
+    # Cholesky (compiled) and LU (numpy) round differently, by up to
+    # eps / damping^2 when the active set leaves a (near-)singular sub-problem
+    # (pinning one joint of a 7-DoF arm can): tight where the damping bounds
+    # the conditioning, loose at 1e-6; the same joints end on their limits.
+    np.testing.assert_allclose(got, expected, atol=1e-9 if damping >= 1e-3 else 1e-3)
+    on_limit = np.isclose(q + expected, chain.lower, atol=0, rtol=0) | \
+        np.isclose(q + expected, chain.upper, atol=0, rtol=0)
+    assert np.array_equal(on_limit, np.isclose(q + got, chain.lower, atol=0, rtol=0)
+                          | np.isclose(q + got, chain.upper, atol=0, rtol=0))
+    assert chain.within_limits(q + got)
+
+
+@pytest.mark.parametrize('name', sorted(CHAINS))
+def test_whole_solves_agree(name):
+    # Summation order differs between the two, so near a stall-window or
+    # acceptance boundary an attempt may take one iteration more or less;
+    # outcomes must agree.
+    chain = CHAINS[name]
+    numba_ik = JacobianIK(chain, backend='numba', timeout_s=10.0)
+    numpy_ik = JacobianIK(chain, backend='numpy', timeout_s=10.0)
+    rng = np.random.default_rng(21)
+    identical = 0
+    for _ in range(60):
+        target = chain.forward(random_q(chain, rng))
+        a = numba_ik.solve(target, chain.mid_limits())
+        b = numpy_ik.solve(target, chain.mid_limits())
+        assert a.success == b.success and a.restarts == b.restarts
+        assert abs(a.iterations - b.iterations) <= max(2, b.iterations // 20)
+        np.testing.assert_allclose(a.q, b.q, atol=1e-4)
+        identical += a.iterations == b.iterations and np.allclose(a.q, b.q, atol=1e-9)
+    assert identical >= 50
+
+
+def test_backend_choice_is_validated_and_reported():
+    chain = CHAINS['ur5e']
+    assert JacobianIK(chain).backend == 'numba'  # installed by the requirements
+    assert JacobianIK(chain, backend='numpy').backend == 'numpy'
+    with pytest.raises(InvalidInputError, match='auto, numpy, numba'):
+        JacobianIK(chain, backend='cuda')
+
+
+def test_numba_cache_is_dropped_when_any_core_source_changes(tmp_path):
+    """A kernel's cache must not outlive a change in a kernel it calls from another file."""
+    (tmp_path / 'kernels.py').write_text('X = 1\n')
+    cache = tmp_path / '__pycache__'
+    cache.mkdir()
+    (cache / 'offset_kernels.solve-10.py311.nbi').write_text('index')
+    assert _compiled.drop_stale_cache(tmp_path, cache)      # no stamp yet: dropped
+    assert not list(cache.glob('*.nbi'))
+    (cache / 'offset_kernels.solve-10.py311.nbc').write_text('code')
+    assert not _compiled.drop_stale_cache(tmp_path, cache)  # same sources: kept
+    assert list(cache.glob('*.nbc'))
+    (tmp_path / 'kernels.py').write_text('X = 2\n')
+    assert _compiled.drop_stale_cache(tmp_path, cache)      # another file changed: dropped
+    assert not list(cache.glob('*.nbc'))
