@@ -38,6 +38,11 @@ stamp=.venv/.ik_node-requirements
 want="$(cat requirements/*.txt setup.py setup.cfg scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ -n "$(missing_console_scripts)" ]; then
   echo "setup: installing requirements (ROS 2 Kilted wheels, numpy, test tools)"
+  # An earlier .venv had PyPI's unrelated urdf-parser-py 0.0.4, which owns the
+  # same urdf_parser_py folder as ROS 2's urdfdom-py: remove it first.
+  if .venv/bin/python -m pip show --quiet urdf-parser-py >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall --quiet --yes urdf-parser-py
+  fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
     -r requirements/test.txt
   # A PEP 660 editable install: pip puts the console scripts in .venv/bin,

@@ -74,8 +74,8 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'wallclock: asserts over real time (DDS between '
                                        "processes, a node's timers): CI reruns these beside "
                                        'CPU hogs')
-    config.addinivalue_line('markers', 'smoke: run by colcon test in CI (with test/package): '
-                                       'the node from the install space reaches targets')
+    config.addinivalue_line('markers', 'smoke: run by colcon test in CI: start-up refusals '
+                                       'and the node reaching targets, from the install space')
     config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '
                                        'tests, builds, soak and flood runs)')
     config.addinivalue_line('markers', 'timely: asserts what needs the node on time (a forward '

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional, Tuple
 
 from ik_node.core.warm import die_with_parent
 import rclpy
@@ -36,10 +37,12 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 DOMAINS_VARIABLE = 'IK_NODE_BENCH_DOMAINS'
 
 
-def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
+def free_domain(first: Optional[int] = None, last: Optional[int] = None,
+                probe_s: float = 1.0) -> int:
     """Return a ROS_DOMAIN_ID in [first, last] on which no other ROS node is seen.
 
-    IK_NODE_BENCH_DOMAINS="first-last" in the environment replaces the range.
+    Without ``first`` and ``last``: 120-230, or IK_NODE_BENCH_DOMAINS="first-last"
+    from the environment.
 
     Domains are tried in random order; on each, a probe node listens for
     ``probe_s`` seconds (existing participants answer a newcomer's
@@ -74,11 +77,13 @@ def free_domain(first: int = 120, last: int = 230, probe_s: float = 1.0) -> int:
     raise RuntimeError(f'no free ROS domain among ten tried in {first}-{last}')
 
 
-def _domain_range(first: int, last: int):
-    """Return (first, last) from IK_NODE_BENCH_DOMAINS when it is set, else the arguments."""
+def _domain_range(first: Optional[int], last: Optional[int]) -> Tuple[int, int]:
+    """Return (first, last): the arguments, else IK_NODE_BENCH_DOMAINS, else 120-230."""
+    if first is not None and last is not None:
+        return first, last
     text = os.environ.get(DOMAINS_VARIABLE)
     if not text:
-        return first, last
+        return 120, 230
     try:
         low, high = (int(v) for v in text.split('-'))
     except ValueError:

@@ -14,8 +14,21 @@
 
 """Hypothesis strategies shared by the tests: rotations with their edge cases."""
 
+import os
+
 from hypothesis import strategies as st
 import numpy as np
+
+
+def examples(per_run, sweep_factor=5):
+    """Return a property test's example count: ``per_run`` in a test run, more in a sweep.
+
+    The heaviest property tests draw a few examples per run (derandomized:
+    the same ones each run) and sweep_factor times as many fresh ones in
+    scripts/sweep.sh (IK_NODE_SWEEPS=1).
+    """
+    return per_run * sweep_factor if os.environ.get('IK_NODE_SWEEPS') == '1' else per_run
+
 
 finite = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False, allow_infinity=False)
 

@@ -45,7 +45,7 @@ REMOVED_FROM = {('locale', 'format'), ('typing', 'io'), ('typing', 're')}
 
 
 def sources():
-    """Every Python file of the package, tests, launch files and scripts."""
+    """Return every Python file of the package, tests, launch files and scripts."""
     found = [ROOT / 'setup.py']
     for folder in ('ik_node', 'test', 'launch', 'scripts'):
         found += sorted((ROOT / folder).rglob('*.py'))
@@ -53,7 +53,7 @@ def sources():
 
 
 def problems(path):
-    """What 3.12 no longer accepts in one file: [(line, what)]."""
+    """Return what 3.12 no longer accepts in one file: [(line, what)]."""
     text = path.read_text(encoding='utf-8')
     out = []
     with warnings.catch_warnings():

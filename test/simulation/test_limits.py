@@ -27,6 +27,7 @@ from ik_node.core.kernels.compile import L
 from ik_node.core.kernels.limits import braking_speed
 import numpy as np
 import pytest
+from strategies import examples
 
 BACKENDS = pytest.mark.parametrize('backend', ['numpy', 'numba'])
 
@@ -126,7 +127,8 @@ def test_every_step_respects_speed_acceleration_and_position_limits(
 
 
 @BACKENDS
-@settings(max_examples=100)
+# 30 per run (twice: numpy and numba); 150 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(30))
 @given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
        end=st.lists(st.floats(0, 1), min_size=3, max_size=3), dt=st.floats(1e-3, 0.02))
 def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(
@@ -162,7 +164,8 @@ def test_direction_is_kept_while_not_accelerating(backend):
 
 
 @BACKENDS
-@settings(max_examples=60)
+# 20 per run (twice: numpy and numba); 100 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(20))
 @given(speed=st.lists(st.floats(-0.9, 0.9), min_size=3, max_size=3),
        dt=st.floats(1e-3, 0.02), a_max=st.floats(1.0, 20.0))
 def test_a_goal_moving_within_the_limits_is_followed_without_lag(backend, speed, dt, a_max):

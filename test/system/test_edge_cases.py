@@ -97,6 +97,8 @@ def edge_cases(chain, home, wrist, limit, roll):
 def settle(node, chain, target, timeout_s=30.0, still_s=STILL_S):
     """Wait until the arm is at rest at the target, or has stopped moving for ``still_s``.
 
+    ``still_s`` None: only at rest at the target settles it.
+
     At rest: the last AT_REST_S of joint states are equal. The tip passes
     within the tolerance of the target before the arm stops (0.03-1 s before,
     in-process; test_the_tracker_never_stalls_mid_trajectory_through_the_edge_cases):
@@ -115,7 +117,7 @@ def settle(node, chain, target, timeout_s=30.0, still_s=STILL_S):
         if not at_rest(AT_REST_S):
             return False
         pos, ang = pose_errors(chain, np.array(node.joints[-1].position), target)
-        return (pos <= 1e-4 and ang <= 1e-3) or at_rest(still_s)
+        return (pos <= 1e-4 and ang <= 1e-3) or (still_s is not None and at_rest(still_s))
     return node.wait(arrived_or_still, timeout_s)
 
 
@@ -135,7 +137,12 @@ def test_edge_cases_keep_speeds_bounded_and_reports_truthful(arm, solver):
         for name, target, truly_reachable in edge_cases(chain, home, wrist, limit, roll):
             node.joints.clear()
             node.send(target)
-            assert settle(node, chain, target), f'{name}: the arm never settled'
+            # A target known reachable must be arrived at: standing still
+            # does not settle it (on a busy machine a starved solver can pause
+            # the arm mid-way for seconds, then it goes on; issue 30).
+            still_s = None if truly_reachable else STILL_S
+            assert settle(node, chain, target, still_s=still_s), \
+                f'{name}: the arm never settled'
             node.diagnostics.clear()
             assert node.wait(lambda: node.diagnostic('target_reachable') is not None, 5.0)
             said = node.diagnostic('target_reachable') == 'true'
@@ -184,6 +191,12 @@ def test_a_failed_solve_is_followed_only_when_it_beats_holding_then_by_one_perce
     np.testing.assert_array_equal(goal_of(moved, ok), c)
 
 
+# With the node's 5 ms wall-clock solver budget: on a machine busy with other
+# tests the starved solver misses and the arm pauses mid-way (seen at 'home
+# again' with three test workers on two cores, issue 30), and with a budget
+# of 1 s the iiwa14's Jacobian solver finds a far branch there that the step
+# rule declines (the arm stands 0.5 s): this runs alone, on a quiet machine.
+@pytest.mark.timely
 @pytest.mark.parametrize('arm, solver', [('iiwa14', 'analytic'), ('iiwa14', 'jacobian'),
                                          ('ur5e', 'jacobian')])
 def test_the_tracker_never_stalls_mid_trajectory_through_the_edge_cases(arm, solver):

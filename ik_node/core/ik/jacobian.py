@@ -267,7 +267,7 @@ class JacobianIK(IKSolver):
         return pos, rot
 
     def _load_compiled_descent(self) -> None:
-        """Load the compiled descent (numba compiles it the first time on a machine) before a budget.
+        """Load the compiled descent before a budget starts (numba compiles it on a first use).
 
         numba compiles at a kernel's first call, from its cache in well under a
         second, from nothing in ~30 s; inside the first solve that time came
