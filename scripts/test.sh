@@ -10,8 +10,8 @@
 #                                   ROS, no subprocess): for daily work
 #   bash scripts/test.sh ARGS...    pytest with those arguments (files, -k, -m)
 #
-# IK_NODE_TEST_WORKERS sets the number of pytest-xdist workers (default 3:
-# the ROS tests mostly wait on DDS, so a third worker uses the 2 cores' idle
+# IK_NODE_TEST_WORKERS sets the number of pytest-xdist workers (default 4:
+# the ROS tests mostly wait on DDS, so two more workers use the 2 cores' idle
 # time). Results: test-results/pytest*.xml (JUnit), or in IK_NODE_TEST_RESULTS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +22,7 @@ cd "$ROOT"
 results="${IK_NODE_TEST_RESULTS:-test-results}"
 mkdir -p "$results"
 rm -f "$results"/pytest*.xml
-workers="${IK_NODE_TEST_WORKERS:-3}"
+workers="${IK_NODE_TEST_WORKERS:-4}"
 
 run() {   # run <junit file> <pytest arguments...>: pytest's exit code, never aborts
   local xml="$1"

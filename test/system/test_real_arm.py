@@ -74,8 +74,11 @@ class Loop:
     """ik_node and the controller stand-in on one fresh ROS domain, with a client."""
 
     def __init__(self, arm, output, lag=0.0, order=None, node_params=None, extra_joint='',
-                 sim_clock=False, clock_offset=0.0, rate=None):
-        """Start the mock (at MOCK_START) and ik_node commanding it through ``output``."""
+                 sim_clock=False, clock_offset=0.0, rate=None, budget=None):
+        """Start the mock (at MOCK_START) and ik_node commanding it through ``output``.
+
+        ``budget``: command_latency_budget, s, in place of the parameter file's.
+        """
         self.chain = chain_of(arm)
         self.order = order or self.chain.joint_names
         domain = unique_domain_id()
@@ -99,6 +102,8 @@ class Loop:
         extra_args = ['--params-file', str(ROS2_CONTROL / f'ik_node_{output}.yaml')]
         if output == 'position_array':   # the stand-in's update rate, after the file's 500
             extra_args += ['-p', f'controller_rate:={rate or 250.0}']
+        if budget is not None:           # after the file, which sets 0.03
+            extra_args += ['-p', f'command_latency_budget:={budget}']
         if order is not None:
             params['command_joint_order'] = '[' + ', '.join(f'"{n}"' for n in order) + ']'
         self.node = NodeUnderTest(params, extra_args=extra_args, joint_topic='/joint_states',
@@ -505,14 +510,18 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
         assert loop.stop() == 0
 
 
-@pytest.mark.parametrize('offset', [-0.025, pytest.param(0.02, marks=pytest.mark.timely)])
-def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset):
-    """The controller's clock 25 ms behind / 20 ms ahead of the node's (within the 30 ms budget).
+@pytest.mark.parametrize('offset, budget', [(-0.025, 0.03),
+                                            pytest.param(0.02, 0.05, marks=pytest.mark.timely)])
+def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset, budget):
+    """The controller's clock 25 ms behind / 20 ms ahead of the node's, within the budget.
 
-    'timely' ahead: a clock 20 ms ahead leaves 10 ms of the budget for
-    transport and late ticks, which a machine kept busy on purpose exceeds
-    (107 rad/s^2 beside four CPU hogs: messages beyond the budget, as the
-    README says). A clock behind takes nothing from that margin.
+    A clock ahead takes its offset from command_latency_budget, which must
+    also cover transport and late ticks (README): 20 ms ahead with a 50 ms
+    budget. With the default 30 ms, the 10 ms left was exceeded once on a
+    quiet machine (5.39 rad/s^2, issue 30's first CI run) and often beside
+    four CPU hogs (107 rad/s^2): messages beyond the budget, as the README
+    says. 'timely': a machine kept busy on purpose exceeds any such margin.
+    A clock behind takes nothing from it: the default budget.
 
     Judged on what the stand-in wrote, on its own clock, by divided
     differences (exact for a C2 motion whatever the load): accelerations
@@ -521,7 +530,7 @@ def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset):
     message began in the controller's future, splined from its own state.
     """
     chain = chain_of('iiwa14')
-    loop = Loop('iiwa14', 'joint_trajectory', clock_offset=offset, rate=500.0)
+    loop = Loop('iiwa14', 'joint_trajectory', clock_offset=offset, rate=500.0, budget=budget)
     try:
         loop.node.ready(60.0)
         target = far_target(chain, MOCK_START['iiwa14'], [0.4, -0.3, 0.3, 0.4, -0.3, 0.4, 0.3])
