@@ -17,7 +17,8 @@
 For each run and each signal (SIGINT, SIGTERM): the node (iiwa14) is sent a
 target and signalled 0.3 s later, mid-motion. Measured: the time from the
 signal to the process's exit and its exit code; the Fast DDS files the run
-left in /dev/shm (node and client both closed); then a new node on the same
+left in /dev/shm (node and client both closed: new files no live process
+uses); then a new node on the same
 ROS domain: the time until it publishes joint_states and has matched the
 client's target publisher, and whether it then reaches a target.
 """
@@ -41,6 +42,28 @@ def _shm_files() -> set:
         return set()
 
 
+def _shm_in_use() -> set:
+    """Names of the /dev/shm files some live process maps or holds open (from /proc).
+
+    Other processes on the machine (parallel test workers, another ROS graph)
+    create and remove shared-memory files while a run is measured: a new file
+    is left behind by the stopped node only when no live process uses it.
+    """
+    used = set()
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/maps') as maps:
+                used.update(line.split('/dev/shm/', 1)[1].split()[0]
+                            for line in maps if '/dev/shm/' in line)
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                target = os.readlink(f'/proc/{pid}/fd/{fd}')
+                if target.startswith('/dev/shm/'):
+                    used.add(target[len('/dev/shm/'):].split()[0])
+        except OSError:
+            continue
+    return used
+
+
 def stop_once(sig: int, domain: int, rng: np.random.Generator) -> dict:
     """Signal a moving node; restart on ``domain``; return the measurements of this run."""
     before = _shm_files()
@@ -54,7 +77,7 @@ def stop_once(sig: int, domain: int, rng: np.random.Generator) -> dict:
         stop_s = time.monotonic() - start
     finally:
         mon.close()
-    left = sorted(_shm_files() - before)
+    left = sorted(_shm_files() - before - _shm_in_use())
     start = time.monotonic()
     again = MonitoredNode(domain, {}, 'ik_shutdown_client')
     try:

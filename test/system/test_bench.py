@@ -17,6 +17,7 @@
 
 import importlib.util
 import json
+import os
 
 from ik_node.bench.cli import main
 from models import URDF_CORPUS
@@ -214,3 +215,21 @@ def test_feedback_json_counts_resyncs_of_both_rules_and_detects_every_push(capsy
         assert row['resyncs_node'] == 0 and row['resyncs_previous'] >= 1, row
         assert row['pushes_detected'] == '8 of 8', row
         assert row['detect_at_rest_ms_max'] <= 30.0, row
+
+
+def test_a_shared_memory_file_counts_as_left_only_when_no_live_process_uses_it():
+    """ik_bench shutdown beside other ROS processes (parallel test workers): theirs are in use.
+
+    A file this process holds open is in use; once closed (and not mapped by
+    anyone) it would count as left behind. Before issue 30 every new file in
+    /dev/shm counted: 14 'left' by another worker's nodes in a CI run.
+    """
+    from ik_node.bench import shutdown
+    name = f'ik_node_test_shm_{os.getpid()}'
+    path = os.path.join('/dev/shm', name)
+    try:
+        with open(path, 'w'):
+            assert name in shutdown._shm_in_use()
+        assert name not in shutdown._shm_in_use()
+    finally:
+        os.unlink(path)
