@@ -4,8 +4,8 @@
 # non-zero exit code when a test failed.
 #
 #   bash scripts/test.sh            every test (test/*/ but the sweeps): all but
-#                                   the 'timely' ones in parallel workers, then
-#                                   those alone on a quiet machine
+#                                   the 'timely' and 'alone' ones in parallel
+#                                   workers, then those by themselves
 #   bash scripts/test.sh --fast     the fast tier, test/unit (plain Python, no
 #                                   ROS, no subprocess): for daily work
 #   bash scripts/test.sh ARGS...    pytest with those arguments (files, -k, -m)
@@ -39,10 +39,11 @@ run() {   # run <junit file> <pytest arguments...>: pytest's exit code, never ab
 
 status=0
 if [ "$#" -eq 0 ]; then
-  # Everything but the 'timely' tests, in parallel; then the timely ones alone:
-  # they assert what needs the node on time (README, "Real arms").
-  run "$results/pytest.xml" -n "$workers" -m 'not timely' || status=$?
-  run "$results/pytest-timely.xml" -p no:xdist -m timely || {
+  # Everything but the 'timely' and 'alone' tests, in parallel; then those by
+  # themselves: they need the node on time (README, "Real arms") or the
+  # machine to themselves (test/conftest.py).
+  run "$results/pytest.xml" -n "$workers" -m 'not timely and not alone' || status=$?
+  run "$results/pytest-timely.xml" -p no:xdist -m 'timely or alone' || {
     code=$?
     if [ "$status" -eq 0 ]; then status=$code; fi
   }

@@ -74,6 +74,9 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'wallclock: asserts over real time (DDS between '
                                        "processes, a node's timers): CI reruns these beside "
                                        'CPU hogs')
+    config.addinivalue_line('markers', 'alone: needs the machine to itself (it counts what '
+                                       'all processes leave, or judges a run by its timing): '
+                                       'scripts/test.sh runs these after the rest, alone')
     config.addinivalue_line('markers', 'smoke: run by colcon test in CI: start-up refusals '
                                        'and the node reaching targets, from the install space')
     config.addinivalue_line('markers', 'slow: takes more than a few seconds (long property '

@@ -109,6 +109,9 @@ def test_bad_robot_description_updates_are_refused_and_the_old_model_kept():
 # -- shutdown, restart, callback errors ------------------------------------------------
 
 
+# 'alone': the bench counts the /dev/shm files left behind; another worker's node
+# killed with SIGKILL leaves its own there (5 counted in a CI run, issue 30).
+@pytest.mark.alone
 def test_signals_stop_the_moving_node_within_a_second_cleanly_and_a_restart_works(capsys):
     # One run per signal of ik_bench shutdown: mid-motion, stop, restart on the same domain.
     assert main(['shutdown', '--runs', '1', '--json']) == 0

@@ -120,7 +120,7 @@ def test_stream_is_followed_bad_targets_are_counted_and_never_published():
         node.send(far)                                # unreachable
         assert node.wait(lambda: node.diagnostic('reachable') == 'false', 20.0)
         assert node.wait(lambda: int(node.diagnostic('rejected_not_finite') or 0) >= 1
-                         and int(node.diagnostic('rejected_wrong_frame') or 0) >= 1, 5.0)
+                         and int(node.diagnostic('rejected_wrong_frame') or 0) >= 1, 30.0)
         for msg in node.joints:
             q = np.array(msg.position)
             assert np.all(np.isfinite(q)) and chain.within_limits(q)
@@ -227,6 +227,9 @@ def test_ik_target_command_moves_the_arm_to_the_pose_it_publishes():
         assert node.stop() == 0
 
 
+# 'alone': the demo's own check of its return to the start (the posture of its
+# first pass) failed beside three other test workers (issue 30).
+@pytest.mark.alone
 def test_the_readme_main_job_runs_and_checks_itself(tmp_path):
     env = dict(os.environ, MPLBACKEND='Agg')
     result = subprocess.run([sys.executable, '-m', 'ik_node.ros.demo', '--duration', '2',
