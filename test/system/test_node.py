@@ -97,7 +97,6 @@ def test_arm_reaches_a_target_within_its_joint_speed_limits(name):
         assert node.stop() == 0
 
 
-@pytest.mark.wallclock
 def test_stream_is_followed_bad_targets_are_counted_and_never_published():
     chain = Chain.from_urdf_file(str(ARMS['iiwa14'][0]), 'iiwa_link_0', 'tool0')
     node = NodeUnderTest(model_params('iiwa14'))
