@@ -38,6 +38,9 @@ args=("$@")
 if [ "${#args[@]}" -eq 0 ]; then
   args=(-n 2 test/unit)
 fi
+# numba's cache of this venv's numba apart from the main venv's (each would
+# otherwise overwrite the other's machine code: numba keys it by function).
+export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/$venv/numba-cache}"
 # The checkout is imported from the current directory (no install needed).
 exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml=test-results/distro.xml \
   "${args[@]}" </dev/null

@@ -42,7 +42,10 @@ if [ "$#" -eq 0 ]; then
   # Everything but the 'timely' and 'alone' tests, in parallel; then those by
   # themselves: they need the node on time (README, "Real arms") or the
   # machine to themselves (test/conftest.py).
-  run "$results/pytest.xml" -n "$workers" -m 'not timely and not alone' || status=$?
+  # worksteal: an idle worker takes queued tests from a busy one (the long
+  # tests no longer end the run on one worker while the others wait).
+  run "$results/pytest.xml" -n "$workers" --dist worksteal -m 'not timely and not alone' \
+    || status=$?
   run "$results/pytest-timely.xml" -p no:xdist -m 'timely or alone' || {
     code=$?
     if [ "$status" -eq 0 ]; then status=$code; fi
