@@ -34,7 +34,7 @@ from ik_node.core.rotations import quaternion_to_matrix
 import numpy as np
 from oracle import expm, forward, hat, pose_errors, twist_matrix
 import pytest
-from strategies import unit_quaternions
+from strategies import examples, unit_quaternions
 from tracking import CHAINS, Judge, tracker_for
 
 VECTORS = st.lists(st.floats(-2.0, 2.0), min_size=3, max_size=3).map(np.array)
@@ -275,15 +275,16 @@ def test_twists_through_singular_configurations_never_halt_jump_or_break_a_limit
 @pytest.mark.slow
 @pytest.mark.parametrize('case', KINDS)
 def test_crossings_follow_the_path_and_are_back_on_it_when_the_twists_stop(case):
-    # Twenty seeded crossings per singular configuration: the tip's largest
-    # error while the twists come (the arm is slowed where a joint would need
-    # more than its speed limit) stays within 5 mm in the median run, and in
-    # most runs the arm is back on the path (1 mm) by the time the twists stop (the
-    # crossing is at 50 % of the path, they stop at 75 %).
+    # Ten seeded crossings per singular configuration (twenty in
+    # scripts/sweep.sh): the tip's largest error while the twists come (the
+    # arm is slowed where a joint would need more than its speed limit) stays
+    # within 5 mm in the median run, and in most runs the arm is back on the
+    # path (1 mm) by the time the twists stop (the crossing is at 50 % of the
+    # path, they stop at 75 %).
     arm, kind = case
     chain, _, _ = CHAINS[arm]
     worst, at_cut = [], []
-    for seed in range(20):
+    for seed in range(examples(10, sweep_factor=2)):
         crossing = Crossing(chain, arm, kind, np.random.default_rng(seed))
         commands = []
         worst.append(drive(chain, crossing, record=commands)['position_error_m'])

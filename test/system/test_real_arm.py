@@ -499,7 +499,7 @@ def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
         assert np.all(last == last[0]), 'not at rest 1.5 s after the node stopped'
         moved = np.max(np.abs(after[-1][1] - after[0][1]))
         assert moved > 1e-3, 'the arm stopped in place: no braking tail was played'
-        assert loop.rejected == []
+        assert loop.rejected == [], loop.explain()
     finally:
         assert loop.stop() == 0
 
@@ -509,13 +509,17 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
     """use_sim_time: stamps on the simulator's /clock; every message accepted, targets reached.
 
     'timely': every message is accepted while it reaches the controller within
-    command_latency_budget (0.03 s here, the bundled configuration's); beside
-    four CPU hogs six arrived later and the controller refused them, as
-    upstream does ('ends in the past').
+    command_latency_budget; beside four CPU hogs six arrived later and the
+    controller refused them, as upstream does ('ends in the past'). With the
+    bundled 0.03 s (a message at rest ends 0.06 s after its stamp) two were
+    refused once in a CI run with nothing else running, never in 10 runs
+    here, quiet or beside a hog: this VM stalls a process for 60 ms now and
+    then. The budget here is 0.05 s, as for the controller clock ahead
+    (doc/real-arms.md: size the budget for the machine).
     """
     chain = chain_of('iiwa14')
     loop = Loop('iiwa14', 'joint_trajectory', node_params={'use_sim_time': True},
-                sim_clock=True)
+                sim_clock=True, budget=0.05)
     try:
         loop.node.ready(60.0)
         # Joint states are stamped with simulated time (from 100 s), not the wall clock.
@@ -523,7 +527,7 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
         target = far_target(chain, MOCK_START['iiwa14'], [0.3, -0.3, 0.2, 0.3, -0.2, 0.3, 0.2])
         loop.node.send(target)
         assert loop.arrives(target), loop.explain()
-        assert loop.rejected == [] and len(loop.written) > 10
+        assert loop.rejected == [] and len(loop.written) > 10, loop.explain()
         # The node's messages are stamped on the same simulated clock.
         assert all(c.stamp < 10_000 * 1_000_000_000 for c in loop.commands)
     finally:
