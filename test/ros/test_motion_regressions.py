@@ -93,8 +93,10 @@ def test_a_burst_of_targets_with_smoothing_off_respects_the_speed_limits():
         start = len(recorder.states)
         for _ in range(50):
             pub.publish(target_msg(far, base))
-        wait_until(lambda: False, 1.0, spin_once)
-        assert len(recorder.states) - start > 50
+        # 50 states after the burst (0.5 s at 100 Hz on a quiet machine; the
+        # burst's 50 solves first, and in a CI worker beside three others no
+        # state came within a fixed 1 s wait).
+        assert wait_until(lambda: len(recorder.states) - start > 50, 30.0, spin_once)
         assert speed_violations(recorder.states, chain.velocity, start) <= 1.0 + 1e-6
 
 

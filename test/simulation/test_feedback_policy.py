@@ -72,8 +72,8 @@ def far_targets(data, count):
     return out
 
 
-# 12 per run; 60 fresh ones in scripts/sweep.sh.
-@settings(max_examples=examples(12), deadline=None)
+# 8 per run; 40 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(8), deadline=None)
 @given(servos(), st.sampled_from([50.0, 100.0, 250.0, 500.0]), st.floats(0.0, 0.005),
        st.data())
 def test_servo_lag_never_resyncs_and_targets_are_reached(servo, rate, latency, data):
@@ -85,7 +85,8 @@ def test_servo_lag_never_resyncs_and_targets_are_reached(servo, rate, latency, d
     assert pos < 1e-3 and ang < 1e-2, (pos, ang)
 
 
-@settings(max_examples=20, deadline=None)
+# 10 per run; 50 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(10), deadline=None)
 @given(servos(), st.sampled_from([50.0, 100.0, 250.0, 500.0]), st.floats(0.2, 1.0),
        st.integers(0, 6), st.floats(0.15, 0.6), st.sampled_from([-1.0, 1.0]), st.data())
 def test_a_push_is_detected_at_once_and_the_target_still_reached(servo, rate, when, joint,
@@ -150,7 +151,8 @@ NOT_THE_NODES = {('position_array', 'node stalled 0.3 s'),
 RESYNC_ALLOWED = {('joint_trajectory', 'clock forward 5 s'): 1}
 
 
-@settings(max_examples=30, deadline=None)
+# 20 per run; 100 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(20), deadline=None)
 @given(output=st.sampled_from(['position_array', 'joint_trajectory']),
        event=st.sampled_from(EVENTS), tau=st.floats(0.02, 0.15), at=st.floats(0.15, 0.9))
 def test_what_the_controller_writes_keeps_the_limits_through_every_event(output, event, tau,

@@ -127,8 +127,8 @@ def test_every_step_respects_speed_acceleration_and_position_limits(
 
 
 @BACKENDS
-# 30 per run (twice: numpy and numba); 150 fresh ones in scripts/sweep.sh.
-@settings(max_examples=examples(30))
+# 20 per run (twice: numpy and numba); 100 fresh ones in scripts/sweep.sh.
+@settings(max_examples=examples(20))
 @given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
        end=st.lists(st.floats(0, 1), min_size=3, max_size=3), dt=st.floats(1e-3, 0.02))
 def test_a_constant_goal_is_reached_exactly_at_rest_without_overshoot(
