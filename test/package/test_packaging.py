@@ -17,6 +17,7 @@
 
 import os
 from pathlib import Path
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -39,7 +40,8 @@ def workspace(tmp_path_factory):
 @pytest.mark.slow
 def test_colcon_build_installs_ament_python_layout(workspace):
     result = subprocess.run(
-        [str(BIN / 'colcon'), 'build', '--event-handlers', 'console_direct-'],
+        [shutil.which('colcon') or str(BIN / 'colcon'), 'build', '--event-handlers',
+         'console_direct-'],
         cwd=workspace, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, COLCON_HOME=str(workspace / '.colcon')))
     assert result.returncode == 0, result.stdout + result.stderr
