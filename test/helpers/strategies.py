@@ -20,6 +20,11 @@ from hypothesis import strategies as st
 import numpy as np
 
 
+def sweeping():
+    """Return True in scripts/sweep.sh (IK_NODE_SWEEPS=1): fresh examples, more of them."""
+    return os.environ.get('IK_NODE_SWEEPS') == '1'
+
+
 def examples(per_run, sweep_factor=5):
     """Return a property test's example count: ``per_run`` in a test run, more in a sweep.
 
@@ -27,7 +32,7 @@ def examples(per_run, sweep_factor=5):
     the same ones each run) and sweep_factor times as many fresh ones in
     scripts/sweep.sh (IK_NODE_SWEEPS=1).
     """
-    return per_run * sweep_factor if os.environ.get('IK_NODE_SWEEPS') == '1' else per_run
+    return per_run * sweep_factor if sweeping() else per_run
 
 
 finite = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False, allow_infinity=False)

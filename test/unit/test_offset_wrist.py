@@ -15,7 +15,6 @@
 """Closed-form IK of offset-wrist (Panda-class) arms: class, branches, q7 intervals, swivel."""
 
 import math
-import os
 from pathlib import Path
 
 from hypothesis import given
@@ -30,6 +29,7 @@ from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
+from strategies import sweeping
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {'panda': ('panda.urdf', 'panda_link0', 'tool0'),
@@ -43,7 +43,7 @@ CASES = pytest.mark.parametrize('name, backend', sorted(SOLVERS))
 # The interpreted solver (numpy) is the compiled one's reference, and the twin
 # test below checks they agree pose for pose: its own runs of the loops below
 # draw a quarter of the poses (all of them in scripts/sweep.sh).
-SHARE = {'numba': 1.0, 'numpy': 1.0 if os.environ.get('IK_NODE_SWEEPS') == '1' else 0.25}
+SHARE = {'numba': 1.0, 'numpy': 1.0 if sweeping() else 0.25}
 EXACT = 1e-9  # the issue's bound on residuals, m and rad
 # The makers' published numbers (Franka modified DH; UFACTORY standard DH).
 SHOULDER_HEIGHT = {'panda': 0.333, 'xarm7': 0.267}
