@@ -182,6 +182,12 @@ class Loop:
         return code
 
 
+def final_rest(q):
+    """Index where the rows of ``q`` (samples x joints) stop changing for good."""
+    changes = np.flatnonzero(np.any(q[1:] != q[:-1], axis=1))
+    return int(changes[-1]) + 1 if changes.size else 0
+
+
 def far_target(chain, start, delta):
     """Tip pose of the joints start + delta (within the limits): reachable."""
     return chain.forward(np.clip(np.array(start) + np.array(delta), chain.lower, chain.upper))
@@ -319,6 +325,13 @@ def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
     (a held array stops it at once: its speed just before standing still is
     the full speed). Judged over 40 ms: the arrays reach the controller with
     DDS timing jitter. The states back, the arm goes on to the target.
+
+    The stop judged is the last one: where the written command last changed.
+    A gap of 40 ms or more in the node's arrays (a stalled tick on a shared
+    host; one in a quiet CI run) holds the array for ten updates mid-motion:
+    that is the documented ``array_stalls`` rule of a forward controller (it
+    moves only while arrays come), after which the plan restarts from rest and
+    the feedback-lost tail still has to brake the arm gently.
     """
     chain = chain_of('iiwa14')
     loop = Loop('iiwa14', 'position_array', lag=0.02)
@@ -340,9 +353,11 @@ def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
         loop.node.spin(0.6)
         during = loop.written[paused_at:]
         q = np.array([w[1] for w in during])
-        still = next(k for k in range(len(q) - 10) if np.all(q[k:k + 10] == q[k]))
-        assert still >= 10, 'the written command stood still at once: a hard stop'
-        assert speed(during[still - 10:still + 1]) < 0.1, speed(during[still - 10:still + 1])
+        still = final_rest(q)
+        assert len(q) - still >= 10, 'the written command never came to rest\n' + loop.explain()
+        assert still >= 10, 'the written command stood still at once: a hard stop\n' + loop.explain()
+        assert speed(during[still - 10:still + 1]) < 0.1, (
+            f'{speed(during[still - 10:still + 1])} rad/s just before rest\n' + loop.explain())
         loop.pause_pub.publish(Bool(data=False))
         assert loop.arrives(target), loop.explain()
         assert loop.rejected == []
