@@ -355,7 +355,8 @@ def test_feedback_lost_mid_motion_stops_a_forward_controller_along_the_tail():
         q = np.array([w[1] for w in during])
         still = final_rest(q)
         assert len(q) - still >= 10, 'the written command never came to rest\n' + loop.explain()
-        assert still >= 10, 'the written command stood still at once: a hard stop\n' + loop.explain()
+        assert still >= 10, ('the written command stood still at once: a hard stop\n'
+                             + loop.explain())
         assert speed(during[still - 10:still + 1]) < 0.1, (
             f'{speed(during[still - 10:still + 1])} rad/s just before rest\n' + loop.explain())
         loop.pause_pub.publish(Bool(data=False))
