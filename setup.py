@@ -36,7 +36,8 @@ setup(
     # colcon runs pytest only when the package declares it here (else
     # `python -m unittest`: 0 tests, success); tests_require is ignored.
     extras_require={'test': ['pytest>=7.4.4', 'hypothesis>=6.98'],
-                    'numba': ['numba>=0.59'], 'demo': ['matplotlib>=3.6.3']},
+                    'numba': ['numba>=0.59'], 'demo': ['matplotlib>=3.6.3'],
+                    'collision': ['coal>=3.0']},
     zip_safe=True,
     maintainer='ik_node maintainers',
     maintainer_email='maintainers@ik-node.invalid',

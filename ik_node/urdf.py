@@ -72,6 +72,14 @@ def _check_text(xml) -> str:
     return xml
 
 
+def checked_xml_text(xml) -> str:
+    """Return robot-description XML text (URDF, SRDF) after the safety checks (UrdfError).
+
+    UTF-8 text within MAX_URDF_BYTES, not empty, with no DOCTYPE / ENTITY.
+    """
+    return _check_text(xml)
+
+
 # The elements of a <joint> that kinematics reads; urdfdom reads these (and
 # dynamics, calibration, safety_controller, which change no pose).
 JOINT_ELEMENTS = ('parent', 'child', 'origin', 'axis', 'limit', 'mimic')

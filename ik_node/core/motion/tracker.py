@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import math
 from typing import List, Optional, Tuple
 
+from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.kernels import limits
@@ -189,6 +190,8 @@ class MotionTracker:
         # (source mode, goal, time) of the previous command: the goal's velocity.
         self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
         self._stop_q = self.q
+        #: The collision constraint of the step (None: no geometry, nothing checked).
+        self.guard: Optional[CollisionGuard] = None
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
@@ -613,10 +616,35 @@ class MotionTracker:
 
     def _step(self, goal: FloatArray, goal_v: FloatArray, dt: float,
               speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
-        """Take the limiting step toward goal (moving at goal_v) for dt on this backend.
+        """Take the limiting step toward goal (moving at goal_v) for dt, keeping the margin.
 
         ``speeds``: (n,) joint speed limits to use, rad/s (default the chain's).
+        With a collision guard (:mod:`ik_node.core.collision.guard`) a step
+        that would bring a pair inside the margin, or too fast toward it to
+        stop before it, is taken toward the goal slid along the surface
+        instead, or, refused again, brakes toward rest at the limits. A
+        braking step (goal not finite) is never refused.
         """
+        q1, v1 = self._limited(goal, goal_v, dt, speeds)
+        guard = self.guard
+        if guard is None or not np.all(np.isfinite(goal)):
+            return q1, v1
+        c = self.chain
+        if guard.admits(self.q, q1, v1, self._a_max, c.lower, c.upper):
+            guard.note_free()
+            return q1, v1
+        slid = guard.slid_goal(self.q, goal)
+        if slid is not None:
+            q2, v2 = self._limited(np.clip(slid, c.lower, c.upper), np.zeros(c.n), dt, speeds)
+            if guard.admits(self.q, q2, v2, self._a_max, c.lower, c.upper):
+                guard.holds += 1
+                return q2, v2
+        guard.note_braked()
+        return self._limited(np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
+
+    def _limited(self, goal: FloatArray, goal_v: FloatArray, dt: float,
+                 speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
+        """Take the limiting step toward goal (moving at goal_v) for dt on this backend."""
         c = self.chain
         speeds = c.velocity if speeds is None else speeds
         if self._limits is limits:  # CPython: plain floats are ~10x faster than arrays

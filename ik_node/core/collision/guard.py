@@ -1,0 +1,220 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The collision constraint of the one limiting step: keep a margin, never get trapped.
+
+:class:`CollisionGuard` judges a proposed step of the joint command, from
+(q, v) to (q1, v1), by two configurations: q1 itself and the point where
+the joints would come to rest if they braked at their acceleration limits
+from there, ``s = q1 + v1 |v1| / (2 a)`` (the limiting step's own braking
+rule). The step is admitted when, for every checked pair, the distance at
+q1 and at s is at least the margin, or (for a pair already inside the
+margin) not smaller than it is now. So:
+
+* closing speed toward a surface is never more than braking can take back
+  before the margin (the stopping point keeps it);
+* sliding along a surface and moving away are free;
+* an arm started inside the margin, or in contact, may always move to
+  increase the distance: it is never trapped.
+
+A step refused is replaced by a step toward the goal *slid* along the
+blocking surfaces: the goal's displacement from q projected (least squares,
+a few Hildreth sweeps over the near pairs' distance gradients) so that each
+pair's linearised distance ends at the margin plus ``SLIDE_CLEARANCE``.
+When that step is refused too, the step brakes toward rest at the limits
+(the caller's braking step, which by the stopping-point rule keeps the
+margin); :attr:`blocked` names the pair and its distance.
+
+Cost: free space costs almost nothing: the smallest distance found last
+(a lower bound between checks) minus the most any shape point can have
+moved since (``lipschitz`` m per rad times the joints' travel, twice for two
+moving bodies) is kept as a floor, and pairs are computed only once the
+floor drops below the margin.
+"""
+
+from dataclasses import dataclass
+import math
+from typing import Optional, Tuple
+
+from ik_node.core.collision.model import CollisionModel, PairDistances
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# A slid goal aims this far outside the margin (m): sliding at exactly the
+# margin would lose to the surface's curvature at every step.
+SLIDE_CLEARANCE = 5e-4
+# Hildreth sweeps for the slid goal (few pairs are near at once).
+SLIDE_SWEEPS = 30
+# Distances compared with this slack (m): coal's GJK answers to ~1e-9.
+DISTANCE_TOL = 1e-8
+# Pairs computed out to the margin plus this (m) when the floor is low: the
+# floor of the next steps starts from there.
+LOOKAHEAD = 0.05
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why the last step was held: the pair (two names), its distance (m), what was done."""
+
+    pair: Tuple[str, str]
+    distance: float
+    action: str   # 'slid' or 'braked'
+
+
+class CollisionGuard:
+    """Admits, slides or refuses steps of the joint command against a CollisionModel.
+
+    Args:
+        model: the robot's and world's shapes and checked pairs.
+        margin: the smallest distance kept between any checked pair, m (>= 0).
+
+    """
+
+    def __init__(self, model: CollisionModel, margin: float):
+        """Keep the model and margin; nothing is computed until the first step."""
+        self.model = model
+        self.margin = float(margin)
+        self.blocked: Optional[Blocked] = None
+        self.holds = 0   # steps slid or braked since start
+        self._lipschitz = self._point_speed_bound()
+        self._floor_q: Optional[FloatArray] = None
+        self._floor = -math.inf
+        self._known: dict = {}   # recent configurations (bytes) -> their near pairs
+
+    def _point_speed_bound(self) -> FloatArray:
+        """(n,) m per rad (m per m) bound on any shape point's motion per unit joint travel."""
+        chain = self.model.chain
+        reach = chain.reach_bound()
+        extent = max((float(np.linalg.norm(c)) + r for c, r in
+                      zip(self.model._centre, self.model._radius)), default=0.0)
+        weight = np.zeros(chain.n)
+        for driver, mult in zip(chain.fk_tables.driver, chain.fk_tables.mult):
+            weight[driver] += abs(mult)
+        return 2.0 * (reach + extent) * weight
+
+    def changed(self) -> None:
+        """Forget what is known of distances (the world, the margin or the pairs changed)."""
+        self._floor_q, self._floor = None, -math.inf
+        self._known = {}
+
+    def set_margin(self, margin: float) -> None:
+        """Use a new margin, m, from the next step on."""
+        self.margin = float(margin)
+        self.changed()
+
+    # -- distances --------------------------------------------------------------
+
+    def _near(self, q: FloatArray) -> Optional[PairDistances]:
+        """Return the pairs closer than margin + LOOKAHEAD at q (None: the floor says none)."""
+        if self._floor_q is not None and math.isfinite(self._floor):
+            moved = float(self._lipschitz @ np.abs(q - self._floor_q))
+            if self._floor - moved >= self.margin + DISTANCE_TOL:
+                return None
+        key = q.tobytes()
+        near = self._known.get(key)
+        if near is None:
+            near = self.model.distances(q, self.margin + LOOKAHEAD)
+            if len(self._known) >= 4:
+                self._known.pop(next(iter(self._known)))
+            self._known[key] = near
+        self._floor_q, self._floor = q.copy(), near.lowest
+        return near
+
+    def lowest(self, q) -> float:
+        """Return the smallest distance over every checked pair at q, m (exact)."""
+        return self.model.distances(np.asarray(q, dtype=np.float64), math.inf).lowest
+
+    # -- the step ----------------------------------------------------------------
+
+    def admits(self, q: FloatArray, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
+               lower: FloatArray, upper: FloatArray) -> bool:
+        """Return True when the step from q to (q1, v1) keeps the margin (module doc).
+
+        Args:
+            q: (n,) the command now.
+            q1: (n,) the proposed command.
+            v1: (n,) its velocity, rad/s.
+            a_max: (n,) acceleration limits (stopping point), rad/s^2.
+            lower: (n,) lower position limits (the stopping point stays within).
+            upper: (n,) upper position limits.
+
+        """
+        with np.errstate(divide='ignore', invalid='ignore'):
+            travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
+        stop = np.clip(q1 + travel, lower, upper)
+        now = self._pair_map(self._near(q))
+        for config in (q1, stop):
+            near = self._near(config)
+            if near is None:
+                continue
+            for row, p in enumerate(near.pairs):
+                d = float(near.distance[row])
+                if d >= self.margin:
+                    continue
+                if d < min(now.get(int(p), self.margin), self.margin) - DISTANCE_TOL:
+                    self._refused = (config, near, row)
+                    return False
+        return True
+
+    @staticmethod
+    def _pair_map(near: Optional[PairDistances]) -> dict:
+        if near is None:
+            return {}
+        return {int(p): float(d) for p, d in zip(near.pairs, near.distance)}
+
+    def slid_goal(self, q: FloatArray, goal: FloatArray) -> Optional[FloatArray]:
+        """Return the goal (n,) moved so that the way from q keeps near pairs outside the margin.
+
+        Linearised at the configuration where the last refusal was found (q1
+        or its stopping point). None when the goal is not finite (a brake).
+        """
+        if not np.all(np.isfinite(goal)):
+            return None
+        config, near, row = self._refused
+        grads = self.model.gradients(config, near)
+        # d(q + x) ~ d(config) + g (q + x - config) >= margin + clearance
+        need = (self.margin + SLIDE_CLEARANCE - near.distance
+                - grads @ (q - config))
+        x = self._project(goal - q, grads, need)
+        self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
+                               float(near.distance[row]), 'slid')
+        return q + x
+
+    @staticmethod
+    def _project(x0: FloatArray, grads: FloatArray, need: FloatArray) -> FloatArray:
+        """Return the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate)."""
+        norms = np.einsum('ij,ij->i', grads, grads)
+        use = norms > 1e-18
+        grads, need, norms = grads[use], need[use], norms[use]
+        lam = np.zeros(len(grads))
+        x = x0.copy()
+        for _ in range(SLIDE_SWEEPS):
+            for i in range(len(grads)):
+                step = max(-lam[i], (need[i] - grads[i] @ x) / norms[i])
+                lam[i] += step
+                x += step * grads[i]
+        return x
+
+    def note_braked(self) -> None:
+        """Record that the step braked (the slid step was refused too)."""
+        config, near, row = self._refused
+        self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
+                               float(near.distance[row]), 'braked')
+        self.holds += 1
+
+    def note_free(self) -> None:
+        """Record that the step went as proposed (nothing held it)."""
+        self.blocked = None

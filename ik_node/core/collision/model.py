@@ -1,0 +1,422 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The robot's and the world's collision geometry, posed at joint values, with distances.
+
+A :class:`CollisionModel` holds the links' shapes (each rigidly attached to one
+of the chain's joint frames, or static in the base frame), the obstacles (in
+the base frame) and the pairs to check. :meth:`CollisionModel.distances`
+answers, for joints q (n,), every checked pair that is closer than a
+threshold: signed distance (m; negative in contact), the nearest points and
+the normal (base frame); :meth:`CollisionModel.gradients` gives each such
+pair's d(distance)/dq (n,).
+
+Cost: one forward kinematics pass, then a bound per pair from bounding
+spheres (numpy, all pairs at once), and coal's narrow phase only for the
+pairs whose bound is below the threshold: far pairs cost nothing but their
+bound. This is the broad phase a tick needs (coal's own managers find the
+closest pair overall; a tick needs every pair closer than the margin, and
+re-posing their trees costs more than the spheres; ``ik_bench collision``
+compares the two).
+
+Pairs never checked: two links joined by fixed joints only (one rigid body),
+links joined by one movable joint (adjacent), two static links, pairs named
+by the caller (an SRDF's ``<disable_collisions>``), and pairs in contact in
+every sampled configuration (:func:`always_in_contact`). Pairs never in
+contact over samples are kept: far apart, their bound keeps them out of the
+narrow phase at no cost, and a rare contact missed by sampling would be a
+collision.
+"""
+
+from dataclasses import dataclass
+import math
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from ik_node.core.collision.shapes import coal_geometry, CollisionError, Shape
+from ik_node.core.model.chain import Chain
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# Link poses relative to a joint frame equal to this (m, rad) count as rigid.
+RIGID_TOL = 1e-9
+# Configurations sampled for the always-in-contact pairs (seeded, at start-up).
+CONTACT_SAMPLES = 300
+
+
+@dataclass(frozen=True)
+class Body:
+    """A link's collision shapes and how the link is attached.
+
+    Attributes:
+        link: the link's name.
+        frame: index of the chain's movable joint frame it is fixed to, or -1
+            when static in the base frame.
+        offset: (4, 4) the link's pose in that frame.
+        shapes: its shapes, posed in the link's frame.
+
+    """
+
+    link: str
+    frame: int
+    offset: FloatArray
+    shapes: Tuple[Shape, ...]
+
+
+@dataclass(frozen=True)
+class PairDistances:
+    """The checked pairs closer than a threshold at one configuration (K of them).
+
+    Attributes:
+        pairs: (K,) indices into ``CollisionModel.pairs``.
+        distance: (K,) signed distances, m (negative: penetration depth).
+        point_a, point_b: (K, 3) nearest points, base frame.
+        normal: (K, 3) unit normals from a toward b, base frame.
+        lowest: the smallest distance or bound over every checked pair, m
+            (a bound when no pair is below the threshold).
+
+    """
+
+    pairs: npt.NDArray[np.int64]
+    distance: FloatArray
+    point_a: FloatArray
+    point_b: FloatArray
+    normal: FloatArray
+    lowest: float
+
+
+class CollisionModel:
+    """Robot and world shapes of one chain, and the distances between checked pairs.
+
+    Args:
+        chain: the chain whose joints move the links.
+        bodies: the links with shapes (see :func:`bodies_of`).
+        adjacent: pairs of link names never checked (rigid or adjacent links,
+            an SRDF's disabled pairs), either order.
+
+    """
+
+    def __init__(self, chain: Chain, bodies: Sequence[Body],
+                 adjacent: Iterable[Tuple[str, str]] = ()):
+        """Index the shapes, build the self pairs; no obstacles yet."""
+        import coal
+        self._coal = coal
+        self.chain = chain
+        self.bodies = [b for b in bodies if b.shapes]
+        self.disabled: Set[frozenset] = {frozenset(p) for p in adjacent}
+        self._robot: List[Tuple[int, Shape, FloatArray]] = []   # (body, shape, frame pose)
+        for k, body in enumerate(self.bodies):
+            for shape in body.shapes:
+                self._robot.append((k, shape, body.offset @ shape.pose))
+        self._geoms = [coal_geometry(s) for _, s, _ in self._robot]
+        self._frame = np.array([self.bodies[k].frame for k, _, _ in self._robot], dtype=np.int64)
+        self._local = np.array([p for _, _, p in self._robot]).reshape(-1, 4, 4)
+        spheres = [s.bounding_sphere() for _, s, _ in self._robot]
+        self._centre = np.array([body.offset[:3, :3] @ c + body.offset[:3, 3]
+                                 for (k, _, _), (c, _) in zip(self._robot, spheres)
+                                 for body in [self.bodies[k]]]).reshape(-1, 3)
+        self._radius = np.array([r for _, r in spheres])
+        self._obstacles: Dict[str, Tuple[Shape, ...]] = {}
+        self._request = coal.DistanceRequest()
+        self._result = coal.DistanceResult()
+        self._self_pairs = self._pairs_of_links()
+        self._rebuild_world()
+
+    # -- configuration ----------------------------------------------------------
+
+    def _pairs_of_links(self) -> List[Tuple[int, int]]:
+        pairs = []
+        for i in range(len(self._robot)):
+            for j in range(i + 1, len(self._robot)):
+                a, b = self.bodies[self._robot[i][0]], self.bodies[self._robot[j][0]]
+                if a is b or (a.frame < 0 and b.frame < 0):
+                    continue
+                if frozenset((a.link, b.link)) in self.disabled:
+                    continue
+                pairs.append((i, j))
+        return pairs
+
+    def disable(self, links: Iterable[Tuple[str, str]]) -> None:
+        """Never check these pairs of links (either order) from now on."""
+        self.disabled |= {frozenset(p) for p in links}
+        self._self_pairs = self._pairs_of_links()
+        self._rebuild_world()
+
+    def set_obstacles(self, obstacles: Dict[str, Sequence[Shape]]) -> None:
+        """Replace the world: obstacle name -> shapes posed in the base frame."""
+        self._obstacles = {name: tuple(shapes) for name, shapes in obstacles.items()}
+        self._rebuild_world()
+
+    @property
+    def obstacles(self) -> Dict[str, Tuple[Shape, ...]]:
+        """The world: obstacle name -> its shapes, base frame."""
+        return dict(self._obstacles)
+
+    def _rebuild_world(self) -> None:
+        coal = self._coal
+        self._world: List[Tuple[str, Shape]] = [(name, s) for name, shapes in
+                                                sorted(self._obstacles.items()) for s in shapes]
+        self._world_geoms = [coal_geometry(s) for _, s in self._world]
+        self._world_tf = [coal.Transform3s(s.pose[:3, :3].copy(), s.pose[:3, 3].copy())
+                          for _, s in self._world]
+        moving = [i for i in range(len(self._robot)) if self._frame[i] >= 0]
+        world_pairs = [(i, len(self._robot) + w) for w in range(len(self._world)) for i in moving]
+        self.pairs: List[Tuple[int, int]] = self._self_pairs + world_pairs
+        self._pa = np.array([p[0] for p in self.pairs], dtype=np.int64)
+        self._pb = np.array([p[1] for p in self.pairs], dtype=np.int64)
+        centres, radii, planes = [], [], []
+        for _, s in self._world:
+            c, r = s.bounding_sphere()
+            centres.append(c)
+            radii.append(r)
+            planes.append(s.kind == 'halfspace')
+        self._w_centre = np.array(centres).reshape(-1, 3)
+        self._w_radius = np.array(radii)
+        self._w_plane = np.array(planes, dtype=bool)
+        self._w_normal = np.array([s.pose[:3, 2] for _, s in self._world]).reshape(-1, 3)
+        self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
+
+    def pair_names(self, k: int) -> Tuple[str, str]:
+        """Return the two names of checked pair k: link names, or a link and an obstacle."""
+        i, j = self.pairs[k]
+        return self._name(i), self._name(j)
+
+    def _name(self, i: int) -> str:
+        if i < len(self._robot):
+            return self.bodies[self._robot[i][0]].link
+        return self._world[i - len(self._robot)][0]
+
+    # -- kinematics ------------------------------------------------------------
+
+    def _joint_frames(self, q) -> Tuple[FloatArray, FloatArray]:
+        """Rotations (M+1, 3, 3) and origins (M+1, 3) of the joint frames; index 0: the base."""
+        frames, _, _ = self.chain.frames(np.asarray(q, dtype=np.float64).tolist())
+        table = np.empty((len(frames) + 1, 12))
+        table[0] = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+        if frames:
+            table[1:] = frames
+        return table[:, :9].reshape(-1, 3, 3), table[:, 9:]
+
+    def shape_poses(self, q) -> Tuple[FloatArray, FloatArray]:
+        """Return the robot shapes' rotations (S, 3, 3) and positions (S, 3), base frame, at q."""
+        rot, org = self._joint_frames(q)
+        r = rot[self._frame + 1]
+        o = org[self._frame + 1]
+        return (np.einsum('sij,sjk->sik', r, self._local[:, :3, :3]),
+                np.einsum('sij,sj->si', r, self._local[:, :3, 3]) + o)
+
+    def _bounds(self, r_frame: FloatArray, o_frame: FloatArray) -> FloatArray:
+        """Lower bounds (P,) of every checked pair's distance, from bounding spheres, m.
+
+        ``r_frame`` (S, 3, 3) and ``o_frame`` (S, 3): each robot shape's joint
+        frame in the base frame. A half-space's bound is the sphere's signed
+        height above it.
+        """
+        n_robot = len(self._robot)
+        centre = np.einsum('sij,sj->si', r_frame, self._centre) + o_frame
+        all_c = np.vstack([centre, self._w_centre])
+        all_r = np.concatenate([self._radius, self._w_radius])
+        ca, cb = all_c[self._pa], all_c[self._pb]
+        with np.errstate(invalid='ignore'):   # inf - inf for a half-space: replaced below
+            bound = np.linalg.norm(ca - cb, axis=1) - all_r[self._pa] - all_r[self._pb]
+        w = self._pb - n_robot
+        if self._w_plane.any():
+            plane = (w >= 0) & self._w_plane[np.maximum(w, 0)]
+            wi = w[plane]
+            bound[plane] = (np.einsum('ij,ij->i', ca[plane], self._w_normal[wi])
+                            - self._w_offset[wi] - all_r[self._pa[plane]])
+        return bound
+
+    def distances(self, q, threshold: float) -> PairDistances:
+        """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses."""
+        rot_f, org_f = self._joint_frames(q)
+        r_frame = rot_f[self._frame + 1]
+        o_frame = org_f[self._frame + 1]
+        rot = np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3])
+        pos = np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame
+        bound = self._bounds(r_frame, o_frame)
+        near = np.flatnonzero(bound < threshold)
+        k = len(near)
+        dist = np.empty(k)
+        pa, pb, nrm = np.empty((k, 3)), np.empty((k, 3)), np.empty((k, 3))
+        transforms: Dict[int, object] = {}
+        for row, p in enumerate(near):
+            i, j = self.pairs[p]
+            dist[row], pa[row], pb[row], nrm[row] = self._exact(i, j, rot, pos, transforms)
+        values = bound.copy()
+        values[near] = dist
+        lowest = float(values.min()) if values.size else math.inf
+        return PairDistances(near.astype(np.int64), dist, pa, pb, nrm, lowest)
+
+    def _exact(self, i: int, j: int, rot, pos, transforms):
+        coal = self._coal
+        n_robot = len(self._robot)
+        geoms, tfs = [], []
+        for s in (i, j):
+            if s < n_robot:
+                tf = transforms.get(s)
+                if tf is None:
+                    tf = transforms[s] = coal.Transform3s(rot[s], pos[s])
+                geoms.append(self._geoms[s])
+            else:
+                tf = self._world_tf[s - n_robot]
+                geoms.append(self._world_geoms[s - n_robot])
+            tfs.append(tf)
+        self._result.clear()
+        d = coal.distance(geoms[0], tfs[0], geoms[1], tfs[1], self._request, self._result)
+        res = self._result
+        return (float(d), np.array(res.getNearestPoint1()), np.array(res.getNearestPoint2()),
+                np.array(res.normal))
+
+    def gradients(self, q, near: PairDistances) -> FloatArray:
+        """Return (K, n): each near pair's d(distance)/dq at q (rad^-1 m; m/m for prismatic).
+
+        The nearest points move with their shapes; the distance grows at the
+        rate ``normal . (v_b - v_a)`` (normal from a toward b).
+        """
+        frames, _, _ = self.chain.frames(np.asarray(q, dtype=np.float64).tolist())
+        fk = self.chain.fk_tables
+        table = np.array(frames).reshape(-1, 12)
+        m = len(table)
+        axis = np.array(fk.axis).reshape(m, 3)
+        z = np.einsum('mij,mj->mi', table[:, :9].reshape(m, 3, 3), axis)
+        origin = table[:, 9:]
+        prismatic = np.array(fk.prismatic, dtype=bool)
+        driver = np.array(fk.driver, dtype=np.int64)
+        mult = np.array(fk.mult)
+        n_robot = len(self._robot)
+        out = np.zeros((len(near.pairs), self.chain.n))
+        for row, p in enumerate(near.pairs):
+            i, j = self.pairs[p]
+            for s, point, sign in ((i, near.point_a[row], -1.0), (j, near.point_b[row], 1.0)):
+                if s >= n_robot or self._frame[s] < 0:
+                    continue
+                upto = self._frame[s] + 1
+                lin = np.where(prismatic[:upto, None], z[:upto],
+                               np.cross(z[:upto], point - origin[:upto]))
+                rate = sign * mult[:upto] * (lin @ near.normal[row])
+                np.add.at(out[row], driver[:upto], rate)
+        return out
+
+    def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
+        """Return (link, shape, (4, 4) pose in the base frame) of every robot shape at q."""
+        rot, pos = self.shape_poses(q)
+        out = []
+        for s, (k, shape, _) in enumerate(self._robot):
+            pose = np.eye(4)
+            pose[:3, :3], pose[:3, 3] = rot[s], pos[s]
+            out.append((self.bodies[k].link, shape, pose))
+        return out
+
+
+def always_in_contact(model: CollisionModel, samples: int = CONTACT_SAMPLES,
+                      seed: int = 0) -> List[Tuple[str, str]]:
+    """Return the self pairs of links in contact in every sampled configuration.
+
+    Configurations are uniform within the joint limits (continuous joints
+    over one turn), seeded: the same model gives the same answer.
+    """
+    chain = model.chain
+    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
+    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
+    rng = np.random.default_rng(seed)
+    candidates = {frozenset((model._name(i), model._name(j)))
+                  for i, j in model._self_pairs}
+    for _ in range(samples):
+        if not candidates:
+            break
+        near = model.distances(rng.uniform(lower, upper), 0.0)
+        touching = {frozenset(model.pair_names(p)) for p, d in zip(near.pairs, near.distance)
+                    if d <= 0.0}
+        candidates &= touching
+    return sorted(tuple(sorted(p)) for p in candidates)  # type: ignore[misc]
+
+
+def attachment(chain: Chain, pose_of, link: str, rng=None) -> Optional[Tuple[int, FloatArray]]:
+    """Return (joint frame index or -1, (4, 4) offset) fixing ``link`` to the chain.
+
+    Args:
+        chain: the chain.
+        pose_of: function (link, q) -> (4, 4) pose of the link in the base frame.
+        link: the link.
+        rng: numpy Generator of the three test configurations (default seeded).
+
+    Returns None when no joint frame holds the link rigidly (the link moves
+    with joints the chain does not drive).
+    """
+    rng = rng or np.random.default_rng(1)
+    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
+    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
+    qs = [rng.uniform(lower, upper) for _ in range(3)]
+    poses = [pose_of(link, q) for q in qs]
+    frames = []
+    for q in qs:
+        table, _, _ = chain.frames(q.tolist())
+        frames.append(table)
+    for m in range(-1, chain.movable):
+        offsets = []
+        for table, pose in zip(frames, poses):
+            f = np.eye(4)
+            if m >= 0:
+                f[:3, :3] = np.array(table[m][:9]).reshape(3, 3)
+                f[:3, 3] = table[m][9:]
+            offsets.append(np.linalg.solve(f, pose))
+        if all(np.allclose(o, offsets[0], atol=RIGID_TOL * 1e3) for o in offsets[1:]):
+            return m, offsets[0]
+    return None
+
+
+def rigid_groups(parents: Dict[str, Tuple[str, str]]) -> Dict[str, str]:
+    """Map each link to a representative of the links joined to it by fixed joints only.
+
+    Args:
+        parents: child link -> (parent link, joint type).
+
+    """
+    def root(link: str) -> str:
+        while link in parents and parents[link][1] == 'fixed':
+            link = parents[link][0]
+        return link
+    links = set(parents) | {p for p, _ in parents.values()}
+    return {link: root(link) for link in links}
+
+
+def never_checked(parents: Dict[str, Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Return link pairs that are one rigid body or adjacent through one movable joint."""
+    group = rigid_groups(parents)
+    members: Dict[str, List[str]] = {}
+    for link, g in group.items():
+        members.setdefault(g, []).append(link)
+    pairs = []
+    for g, links in members.items():
+        pairs += [(a, b) for a in links for b in links if a < b]
+        up = parents.get(g)
+        if up is not None:   # g's group hangs from up's group by one movable joint
+            pairs += [(a, b) for a in links for b in members[group[up[0]]]]
+    return pairs
+
+
+def check_disabled(model_links: Iterable[str], pairs: Iterable[Tuple[str, str]],
+                   source: str) -> List[Tuple[str, str]]:
+    """Return the pairs after checking both links exist; CollisionError names an unknown one."""
+    known = set(model_links)
+    out = []
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in known:
+                raise CollisionError(f'{source}: link {name!r} in <disable_collisions> is not a '
+                                     f'link of the robot description')
+        out.append((a, b))
+    return out

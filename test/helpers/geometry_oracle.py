@@ -1,0 +1,254 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The tests' distances between solids: independent of ik_node.geometry and of coal.
+
+A robot description's ``<collision>`` primitives are read here with
+ElementTree and posed with the oracle's own forward kinematics
+(:class:`oracle.RawModel`). A distance between two solids is bounded by
+branch and bound over one solid's surface: the signed distance from a point
+to a solid (exact closed forms for box, sphere, cylinder and half-space) is
+1-Lipschitz, so a surface patch of radius R around a point at distance d
+has no point closer than d - R. Patches are split until the lower bound
+clears a floor or a point below it is found; the answer is a certified
+interval, not a sample.
+"""
+
+import heapq
+import math
+from xml.etree import ElementTree
+
+import numpy as np
+import transforms3d
+
+
+def solids_of(xml):
+    """Return link -> [(kind, size tuple, (4, 4) pose in the link)] of a URDF's <collision>s."""
+    out = {}
+    for link in ElementTree.fromstring(xml).findall('link'):
+        for col in link.findall('collision'):
+            pose = np.eye(4)
+            origin = col.find('origin')
+            if origin is not None:
+                xyz = [float(v) for v in origin.get('xyz', '0 0 0').split()]
+                r, p, y = [float(v) for v in origin.get('rpy', '0 0 0').split()]
+                pose[:3, :3] = transforms3d.euler.euler2mat(r, p, y, 'sxyz')
+                pose[:3, 3] = xyz
+            g = list(col.find('geometry'))[0]
+            if g.tag == 'box':
+                size = tuple(float(v) for v in g.get('size').split())
+            elif g.tag == 'sphere':
+                size = (float(g.get('radius')),)
+            elif g.tag == 'cylinder':
+                size = (float(g.get('radius')), float(g.get('length')))
+            else:
+                continue
+            out.setdefault(link.get('name'), []).append((g.tag, size, pose))
+    return out
+
+
+def point_distance(kind, size, pose, points):
+    """Signed distances (N,) from points (N, 3) to a solid (negative inside)."""
+    local = (points - pose[:3, 3]) @ pose[:3, :3]
+    if kind == 'sphere':
+        return np.linalg.norm(local, axis=1) - size[0]
+    if kind == 'halfspace':
+        return local[:, 2]
+    if kind == 'box':
+        q = np.abs(local) - 0.5 * np.array(size)
+        outside = np.linalg.norm(np.maximum(q, 0.0), axis=1)
+        return outside + np.minimum(q.max(axis=1), 0.0)
+    if kind == 'cylinder':
+        r, half = size[0], 0.5 * size[1]
+        q = np.stack([np.hypot(local[:, 0], local[:, 1]) - r, np.abs(local[:, 2]) - half], 1)
+        outside = np.linalg.norm(np.maximum(q, 0.0), axis=1)
+        return outside + np.minimum(q.max(axis=1), 0.0)
+    raise ValueError(kind)
+
+
+def _phis(lo, hi, a, b):
+    """Return the angles in [lo, hi] where a cos(phi) + b sin(phi) can be extreme.
+
+    The ends and the stationary points inside.
+    """
+    out = [lo, hi]
+    star = math.atan2(b, a)
+    for k in range(-2, 3):
+        for phi in (star + k * math.pi,):
+            if lo < phi < hi:
+                out.append(phi)
+    return out
+
+
+class _Family:
+    """Patches of one smooth piece of a surface: params (u, v) in a box -> local points.
+
+    ``radius(lo, hi)`` bounds how far a patch's points are from its centre's
+    point; ``candidates(lo, hi, g)`` (None for a sphere) returns params
+    among which the linear function g . x (local) takes its minimum over
+    the patch, for the convexity bound.
+    """
+
+    def __init__(self, f, lo, hi, radius, candidates=None):
+        """Keep the map, the parameter box and the two bounds."""
+        self.f, self.lo, self.hi, self.radius, self.candidates = f, lo, hi, radius, candidates
+
+
+def _patches(kind, size):
+    """Return the surface of a solid as families of patches (local frame)."""
+    if kind == 'sphere':
+        r = size[0]
+
+        def sphere(uv):
+            th, ph = uv[:, 0], uv[:, 1]
+            return r * np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], 1)
+        return [_Family(sphere, (0.0, 0.0), (math.pi, 2 * math.pi),
+                        lambda lo, hi: r * ((hi[0] - lo[0]) + (hi[1] - lo[1])) / 2)]
+    if kind == 'cylinder':
+        r, half = size[0], 0.5 * size[1]
+
+        def side(uv):
+            return np.stack([r * np.cos(uv[:, 0]), r * np.sin(uv[:, 0]), uv[:, 1]], 1)
+
+        def side_candidates(lo, hi, g):
+            return [(phi, z) for phi in _phis(lo[0], hi[0], g[0], g[1])
+                    for z in (lo[1], hi[1])]
+
+        def cap(sign):
+            def f(uv):
+                return np.stack([uv[:, 0] * np.cos(uv[:, 1]), uv[:, 0] * np.sin(uv[:, 1]),
+                                 np.full(len(uv), sign * half)], 1)
+            return f
+
+        def cap_candidates(lo, hi, g):
+            return [(rho, phi) for phi in _phis(lo[1], hi[1], g[0], g[1])
+                    for rho in (lo[0], hi[0])]
+        return [_Family(side, (0.0, -half), (2 * math.pi, half),
+                        lambda lo, hi: (r * (hi[0] - lo[0]) + (hi[1] - lo[1])) / 2,
+                        side_candidates),
+                _Family(cap(1.0), (0.0, 0.0), (r, 2 * math.pi),
+                        lambda lo, hi: ((hi[0] - lo[0]) + hi[0] * (hi[1] - lo[1])) / 2,
+                        cap_candidates),
+                _Family(cap(-1.0), (0.0, 0.0), (r, 2 * math.pi),
+                        lambda lo, hi: ((hi[0] - lo[0]) + hi[0] * (hi[1] - lo[1])) / 2,
+                        cap_candidates)]
+    if kind == 'box':
+        h = 0.5 * np.array(size)
+        out = []
+        for axis in range(3):
+            a, b = [k for k in range(3) if k != axis]
+            for sign in (1.0, -1.0):
+                def face(uv, axis=axis, a=a, b=b, sign=sign):
+                    p = np.empty((len(uv), 3))
+                    p[:, axis], p[:, a], p[:, b] = sign * h[axis], uv[:, 0], uv[:, 1]
+                    return p
+                out.append(_Family(face, (-h[a], -h[b]), (h[a], h[b]),
+                                   lambda lo, hi: math.hypot(hi[0] - lo[0], hi[1] - lo[1]) / 2,
+                                   lambda lo, hi, g: [(u, v) for u in (lo[0], hi[0])
+                                                      for v in (lo[1], hi[1])]))
+        return out
+    raise ValueError(kind)
+
+
+def _gradient(other, p):
+    """Gradient (3,) of the signed distance to ``other`` at point p (central differences)."""
+    h = 1e-7
+    steps = np.vstack([p + h * e for e in np.eye(3)] + [p - h * e for e in np.eye(3)])
+    d = point_distance(other[0], other[1], other[2], steps)
+    return (d[:3] - d[3:]) / (2 * h)
+
+
+def distance_interval(a, b, floor, max_points=40000):
+    """Certified [lower, upper] of the signed distance between solids a and b.
+
+    Args:
+        a: (kind, size, (4, 4) pose in a common frame).
+        b: the other solid, the same way; either may be a half-space.
+        floor: stop refining once the lower bound is at least this, m.
+        max_points: the most surface points evaluated per surface.
+
+    Both surfaces are searched against the other solid (a half-space's
+    against nothing: it has no bounded surface), so a solid inside the other
+    is found too. A sphere's distance is exact: its centre's distance minus
+    its radius. A patch's bound is the better of two: Lipschitz (the
+    signed distance to a solid moves by at most the distance moved) and
+    convexity (the signed distance to a convex solid is convex, so it is
+    above its tangent plane at the patch centre: exact on a flat face
+    parallel to the other solid's, where Lipschitz never converges).
+    """
+    for ball, other in ((a, b), (b, a)):
+        if ball[0] == 'sphere':   # a ball is a point grown by r: exact
+            d = float(point_distance(other[0], other[1], other[2], ball[2][None, :3, 3])[0])
+            return d - ball[1][0], d - ball[1][0]
+    lower, upper = math.inf, math.inf
+    for s, other in ((a, b), (b, a)):
+        if s[0] == 'halfspace':
+            continue
+        lo, up = _surface_interval(s, other, floor, max_points)
+        lower, upper = min(lower, lo), min(upper, up)
+    return lower, upper
+
+
+def _surface_interval(shape, other, floor, max_points):
+    kind, size, pose = shape
+    rot, org = pose[:3, :3], pose[:3, 3]
+    heap, upper, count = [], math.inf, 0
+
+    def push(fam, lo, hi):
+        nonlocal upper, count
+        mid = ((lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2)
+        local = fam.f(np.array([mid]))[0]
+        p = rot @ local + org
+        d = float(point_distance(other[0], other[1], other[2], p[None])[0])
+        count += 1
+        upper = min(upper, d)
+        bound = d - fam.radius(lo, hi)
+        if fam.candidates is not None and d > 0.0:
+            g = rot.T @ _gradient(other, p)
+            corners = fam.f(np.array(fam.candidates(lo, hi, g)))
+            bound = max(bound, d + float(np.min((corners - local) @ g)) - 1e-9)
+        heapq.heappush(heap, (bound, count, fam, lo, hi))
+
+    for fam in _patches(kind, size):
+        lo, hi = fam.lo, fam.hi
+        du, dv = (hi[0] - lo[0]) / 8, (hi[1] - lo[1]) / 8
+        for i in range(8):
+            for j in range(8):
+                u0, v0 = lo[0] + du * i, lo[1] + dv * j
+                push(fam, (u0, v0), (u0 + du, v0 + dv))
+    while heap and count < max_points:
+        bound, _, fam, lo, hi = heapq.heappop(heap)
+        if bound >= floor or upper < floor:
+            return min(bound, upper), upper
+        um, vm = (lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2
+        for l2, h2 in (((lo[0], lo[1]), (um, vm)), ((um, lo[1]), (hi[0], vm)),
+                       ((lo[0], vm), (um, hi[1])), ((um, vm), (hi[0], hi[1]))):
+            push(fam, l2, h2)
+    bound = heap[0][0] if heap else upper
+    return min(bound, upper), upper
+
+
+class RobotSolids:
+    """A description's collision solids posed by the oracle's FK (base frame)."""
+
+    def __init__(self, xml, raw_model, base, links):
+        """Keep the solids of ``links`` (those the model under test checks)."""
+        solids = solids_of(xml)
+        self.raw, self.base = raw_model, base
+        self.solids = {link: solids[link] for link in links if link in solids}
+
+    def posed(self, link, values):
+        """Return [(kind, size, pose in the base frame)] of one link at joint values (dict)."""
+        t = self.raw.pose(self.base, link, values)
+        return [(kind, size, t @ pose) for kind, size, pose in self.solids[link]]

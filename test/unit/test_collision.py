@@ -1,0 +1,302 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Collision geometry: distances, witnesses, gradients and pair rules, against the test oracle.
+
+Every distance the model answers is checked against geometry_oracle (closed
+form point-to-solid distances, branch and bound over surfaces, the oracle's
+own forward kinematics): not against coal or the code under test.
+"""
+
+import math
+
+from geometry_oracle import distance_interval, point_distance, RobotSolids
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from models import ARMS
+import numpy as np
+from oracle import RawModel
+import pytest
+from strategies import examples
+
+coal = pytest.importorskip('coal', reason='coal (PyPI: numpy >= 2; distro: ros-<distro>-coal) '
+                                          'is not installed: collision is off without it')
+
+from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
+from ik_node.core.collision.model import never_checked  # noqa: E402
+from ik_node.core.collision.shapes import checked_shape, CollisionError  # noqa: E402
+from ik_node.core.model.chain import Chain  # noqa: E402
+from ik_node.geometry import collision_model, link_tree, obstacle_from_dict  # noqa: E402
+from ik_node.urdf import link_frames  # noqa: E402
+
+HOME = {
+    'iiwa14': [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0],
+    'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2],
+    'panda': [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
+    'xarm7': [0.0, -0.247, 0.0, 0.909, 0.0, 1.156, 0.0],
+}
+# Pairs closer than this (m) are compared with the oracle.
+NEAR = 0.3
+# Distances agree to this (m): coal's GJK/EPA tolerance and the oracle's bound.
+TOL = 1e-5
+
+
+def load(arm):
+    """Return (chain, xml, model, raw oracle) of a bundled arm, its collision model built."""
+    path, base, tip = ARMS[arm]
+    xml = path.read_text()
+    chain = Chain.from_urdf_string(xml, base, tip)
+    model, _ = collision_model(xml, chain, home=HOME[arm])
+    return chain, xml, model, RawModel(xml)
+
+
+MODELS = {}
+
+
+def arm_model(arm):
+    """Return load(arm), cached (a model samples contacts when built: a few hundred ms)."""
+    if arm not in MODELS:
+        MODELS[arm] = load(arm)
+    return MODELS[arm]
+
+
+def q_within(chain, unit):
+    """Return joints at fractions ``unit`` (n,) of each joint's range (one turn if unbounded)."""
+    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
+    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
+    return lower + (upper - lower) * np.asarray(unit)
+
+
+def oracle_solids(chain, xml, model, raw, q):
+    """Return link -> [(kind, size, pose in the base frame)] posed by the oracle FK at q."""
+    links = [b.link for b in model.bodies]
+    solids = RobotSolids(xml, raw, chain.base_link, links)
+    values = dict(zip(chain.joint_names, q))   # a mimic follows its leader in RawModel
+    return {link: solids.posed(link, values) for link in solids.solids}
+
+
+obstacle_kinds = st.sampled_from(['box', 'sphere', 'cylinder', 'halfspace'])
+
+
+@st.composite
+def obstacles(draw):
+    """Draw a primitive within ~1 m of the base, random size and orientation (base frame)."""
+    kind = draw(obstacle_kinds)
+    size = {'box': 3, 'sphere': 1, 'cylinder': 2, 'halfspace': 0}[kind]
+    dims = [draw(st.floats(0.02, 0.4)) for _ in range(size)]
+    pos = [draw(st.floats(-0.9, 0.9)) for _ in range(3)]
+    quat = np.array([draw(st.floats(-1, 1)) for _ in range(4)])
+    if np.linalg.norm(quat) < 0.1:
+        quat = np.array([0.0, 0.0, 0.0, 1.0])
+    if kind == 'halfspace':   # a wall or floor out of the way of the base
+        pos = list(np.array(pos) * 0.0 + np.array([0.0, 0.0, -0.05]))
+    return {'name': 'o', 'shape': kind, 'size': dims, 'position': pos,
+            'orientation': list(quat / np.linalg.norm(quat))}
+
+
+def posed_obstacle(chain, xml, entry):
+    """Return (name, Shape) of an obstacle entry in the base frame."""
+    return obstacle_from_dict(entry, link_frames(xml, chain), chain)
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(6), deadline=None)
+@given(unit=st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), entry=obstacles())
+def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entry):
+    chain, xml, model, raw = arm_model(arm)
+    q = q_within(chain, unit[:chain.n])
+    name, shape = posed_obstacle(chain, xml, entry)
+    model.set_obstacles({name: (shape,)})
+    try:
+        near = model.distances(q, NEAR)
+        solids = oracle_solids(chain, xml, model, raw, q)
+        world = {name: [(shape.kind, shape.size, shape.pose)]}
+        closest = {}
+        for row, p in enumerate(near.pairs):
+            a, b = model.pair_names(int(p))
+            d = float(near.distance[row])
+            closest[(a, b)] = min(d, closest.get((a, b), math.inf))
+            if d < 0.0:
+                continue   # penetration: checked by test_contact_is_a_negative_distance
+            # The witnesses lie on the two solids, the distance apart.
+            assert abs(np.linalg.norm(near.point_b[row] - near.point_a[row]) - d) < TOL
+            sa = solids[a] if a in solids else world[a]
+            sb = solids[b] if b in solids else world[b]
+            on_a = min(abs(point_distance(k, s, t, near.point_a[row][None])[0]) for k, s, t in sa)
+            on_b = min(abs(point_distance(k, s, t, near.point_b[row][None])[0]) for k, s, t in sb)
+            assert on_a < TOL and on_b < TOL, (a, b, on_a, on_b)
+        # No two points of two checked links (or a link and the obstacle) are
+        # closer than the closest of their shape pairs (certified lower bound).
+        for (a, b), d in closest.items():
+            if d < 0.0 or d >= NEAR:   # beyond NEAR another shape pair may be closer
+                continue
+            sa = solids[a] if a in solids else world[a]
+            sb = solids[b] if b in solids else world[b]
+            lowest = min(distance_interval(x, y, d - TOL)[0] for x in sa for y in sb)
+            assert lowest >= d - TOL, (a, b, d, lowest)
+    finally:
+        model.set_obstacles({})
+
+
+def test_contact_is_a_negative_distance():
+    chain, xml, model, raw = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    tip = chain.forward(q)[:3, 3]
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.05],
+                                              'position': list(tip)})
+    model.set_obstacles({name: (shape,)})
+    try:
+        near = model.distances(q, 0.0)
+        names = {model.pair_names(int(p)) for p in near.pairs}
+        assert any('ball' in n for n in names)
+        assert near.lowest < 0.0
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(5), deadline=None)
+@given(unit=st.lists(st.floats(0.05, 0.95), min_size=7, max_size=7),
+       centre=st.lists(st.floats(-0.7, 0.7), min_size=3, max_size=3))
+def test_distance_gradients_match_finite_differences(arm, unit, centre):
+    chain, xml, model, raw = arm_model(arm)
+    q = q_within(chain, unit[:chain.n])
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.1],
+                                              'position': centre})
+    model.set_obstacles({name: (shape,)})
+    try:
+        near = model.distances(q, 0.4)
+        grads = model.gradients(q, near)
+        h = 1e-6
+        for row, p in enumerate(near.pairs):
+            if near.distance[row] < 1e-3:
+                continue
+            names = model.pair_names(int(p))
+            if 'ball' not in names:   # two cylinders: the nearest points may jump (edges)
+                continue
+            numeric = np.zeros(chain.n)
+            for k in range(chain.n):
+                e = np.zeros(chain.n)
+                e[k] = h
+                plus = _pair_distance(model, q + e, int(p))
+                minus = _pair_distance(model, q - e, int(p))
+                numeric[k] = (plus - minus) / (2 * h)
+            np.testing.assert_allclose(grads[row], numeric, atol=1e-5, rtol=1e-4)
+    finally:
+        model.set_obstacles({})
+
+
+def lowest_to(model, q, obstacle):
+    """Return the smallest distance from the arm to one obstacle at q, m."""
+    near = model.distances(q, math.inf)
+    return min(d for p, d in zip(near.pairs, near.distance)
+               if model.pair_names(int(p))[1] == obstacle)
+
+
+def _pair_distance(model, q, pair):
+    near = model.distances(q, math.inf)
+    return float(near.distance[list(near.pairs).index(pair)])
+
+
+def test_adjacent_and_rigid_links_are_never_checked_and_an_srdf_pair_is_not_either():
+    chain, xml, model, _ = arm_model('panda')
+    _, parents = link_tree(xml)
+    checked = {frozenset(model.pair_names(k)) for k in range(len(model.pairs))}
+    for a, b in never_checked(parents):
+        assert frozenset((a, b)) not in checked
+    # Links joined by one movable joint: panda_link3 hangs from panda_link2.
+    assert frozenset(('panda_link2', 'panda_link3')) not in checked
+    assert frozenset(('panda_link1', 'panda_link5')) in checked or \
+        frozenset(('panda_link1', 'panda_link5')) in model.disabled
+    fresh, _ = collision_model(xml, chain, disabled=[('panda_link1', 'panda_link6')],
+                               sample_contacts=False)
+    assert frozenset(('panda_link1', 'panda_link6')) not in {
+        frozenset(fresh.pair_names(k)) for k in range(len(fresh.pairs))}
+    with pytest.raises(CollisionError, match="'no_such_link'"):
+        collision_model(xml, chain, disabled=[('panda_link1', 'no_such_link')],
+                        sample_contacts=False)
+
+
+@pytest.mark.parametrize('entry, message', [
+    ({'name': 'x', 'shape': 'box', 'size': [0.1, float('nan'), 0.1]}, 'not within'),
+    ({'name': 'x', 'shape': 'box', 'size': [0.1, -0.2, 0.1]}, 'not within'),
+    ({'name': 'x', 'shape': 'box', 'size': [0.1, 0.1]}, 'takes 3'),
+    ({'name': 'x', 'shape': 'cone', 'size': [0.1]}, 'unknown shape'),
+    ({'name': 'x', 'shape': 'sphere', 'size': [0.1], 'frame': 'nowhere'}, "'nowhere'"),
+    ({'name': 'x', 'shape': 'sphere', 'size': [0.1], 'frame': 'iiwa_link_3'}, 'moves with'),
+    ({'name': 'x', 'shape': 'sphere', 'size': [0.1], 'position': [0, 0]}, 'expected 3'),
+    ({'name': 'x', 'shape': 'sphere', 'size': [0.1], 'orientation': [0, 0, 0, 0]}, 'zero norm'),
+    ({'name': 'x', 'shape': 'mesh', 'mesh': '/no/such/file.stl'}, 'cannot read mesh'),
+    ({'shape': 'sphere', 'size': [0.1]}, 'needs a name'),
+    ({'name': 'x', 'shape': 'sphere', 'size': [0.1], 'colour': 'red'}, 'unknown field'),
+])
+def test_a_malformed_obstacle_is_refused_with_its_reason(entry, message):
+    chain, xml, _, _ = arm_model('iiwa14')
+    with pytest.raises(CollisionError, match=message):
+        posed_obstacle(chain, xml, entry)
+
+
+def test_a_flat_or_short_mesh_is_refused():
+    with pytest.raises(CollisionError, match='flat'):
+        checked_shape('mesh', (), vertices=[[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]])
+    with pytest.raises(CollisionError, match='at least 4'):
+        checked_shape('mesh', (), vertices=[[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+
+
+def test_the_guard_lets_an_arm_inside_the_margin_move_out_but_not_further_in():
+    chain, xml, model, _ = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    tip = chain.forward(q)[:3, 3]
+    margin = 0.02
+    assert model.distances(q, margin).pairs.size == 0   # nothing else is inside the margin
+    ball = {'name': 'ball', 'shape': 'sphere', 'size': [0.05], 'position': list(tip)}
+    ball['position'][2] -= 0.05 + 0.065 * 0.75 + 0.01   # 1 cm under the tool's sphere
+    name, shape = posed_obstacle(chain, xml, ball)
+    model.set_obstacles({name: (shape,)})
+    try:
+        guard = CollisionGuard(model, margin)
+        near = model.distances(q, margin)
+        assert {model.pair_names(int(p))[1] for p in near.pairs} == {'ball'}
+        assert abs(near.lowest - 0.01) < 1e-6
+        grads = model.gradients(q, near)
+        out = np.linalg.pinv(grads) @ np.ones(len(grads))   # every ball pair opens
+        step = 1e-3 * out / np.linalg.norm(out)
+        a, rest = np.full(chain.n, 10.0), np.zeros(chain.n)
+        assert guard.admits(q, q + step, rest, a, chain.lower, chain.upper)      # out: free
+        assert not guard.admits(q, q - step, rest, a, chain.lower, chain.upper)  # further in
+    finally:
+        model.set_obstacles({})
+
+
+def test_the_stopping_point_keeps_the_margin_a_fast_approach_is_refused_early():
+    chain, xml, model, _ = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    tip = chain.forward(q)[:3, 3]
+    name, shape = posed_obstacle(chain, xml, {'name': 'wall', 'shape': 'box',
+                                              'size': [0.05, 1.0, 1.0],
+                                              'position': list(tip + [0.25, 0.0, 0.0])})
+    model.set_obstacles({name: (shape,)})
+    try:
+        guard = CollisionGuard(model, 0.01)
+        jac = chain.jacobian(q)[:3]
+        toward = np.linalg.pinv(jac) @ np.array([1.0, 0.0, 0.0])   # tip along +x, 1 m/s
+        a, dt = np.full(chain.n, 5.0), 0.004
+        slow, fast = 0.05 * toward, 1.0 * toward
+        # Slowly the stopping point is ~mm ahead: admitted; fast it is far
+        # beyond the wall (v^2 / 2a per joint): refused while 0.2 m away.
+        assert guard.admits(q, q + slow * dt, slow, a, chain.lower, chain.upper)
+        assert not guard.admits(q, q + fast * dt, fast, a, chain.lower, chain.upper)
+        assert lowest_to(model, q, 'wall') > 0.1
+    finally:
+        model.set_obstacles({})
