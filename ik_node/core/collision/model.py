@@ -133,6 +133,12 @@ class CollisionModel:
         self._result = coal.DistanceResult()
         self._self_pairs = self._pairs_of_links()
         self._rebuild_world()
+        fk = chain.fk_tables
+        self._axes = np.array(fk.axis, dtype=np.float64).reshape(-1, 3)
+        self._prismatic = np.array(fk.prismatic, dtype=bool)
+        #: (M, n): a joint frame's rate to the free joints' (multiplier of its driver).
+        self._to_free = np.zeros((len(self._axes), chain.n))
+        self._to_free[np.arange(len(self._axes)), np.array(fk.driver, dtype=np.int64)] = fk.mult
 
     # -- configuration ----------------------------------------------------------
 
@@ -192,6 +198,22 @@ class CollisionModel:
         """Return the two names of checked pair k: link names, or a link and an obstacle."""
         i, j = self.pairs[k]
         return self._name(i), self._name(j)
+
+    def pair_shapes(self, k: int) -> Tuple[Tuple[str, int], Tuple[str, int]]:
+        """Return checked pair k as ((name, shape index), (name, shape index)).
+
+        The index counts the link's ``<collision>`` elements (or an
+        obstacle's shapes) in the order given.
+        """
+        i, j = self.pairs[k]
+        return (self._name(i), self._index(i)), (self._name(j), self._index(j))
+
+    def _index(self, i: int) -> int:
+        if i < len(self._robot):
+            body = self._robot[i][0]
+            return sum(1 for b, _, _ in self._robot[:i] if b == body)
+        name = self._world[i - len(self._robot)][0]
+        return sum(1 for n, _ in self._world[:i - len(self._robot)] if n == name)
 
     def _name(self, i: int) -> str:
         if i < len(self._robot):
@@ -284,31 +306,31 @@ class CollisionModel:
         """Return (K, n): each near pair's d(distance)/dq at q (rad^-1 m; m/m for prismatic).
 
         The nearest points move with their shapes; the distance grows at the
-        rate ``normal . (v_b - v_a)`` (normal from a toward b).
+        rate ``normal . (v_b - v_a)`` (normal from a toward b). All pairs at
+        once: (K, M, 3) point velocities per joint frame, masked to the frames
+        that move each shape, mapped to the free joints (mimics included).
         """
+        k = len(near.pairs)
+        n = self.chain.n
+        if k == 0:
+            return np.zeros((0, n))
         frames, _, _ = self.chain.frames(np.asarray(q, dtype=np.float64).tolist())
-        fk = self.chain.fk_tables
         table = np.array(frames).reshape(-1, 12)
-        m = len(table)
-        axis = np.array(fk.axis).reshape(m, 3)
-        z = np.einsum('mij,mj->mi', table[:, :9].reshape(m, 3, 3), axis)
+        z = np.einsum('mij,mj->mi', table[:, :9].reshape(-1, 3, 3), self._axes)
         origin = table[:, 9:]
-        prismatic = np.array(fk.prismatic, dtype=bool)
-        driver = np.array(fk.driver, dtype=np.int64)
-        mult = np.array(fk.mult)
         n_robot = len(self._robot)
-        out = np.zeros((len(near.pairs), self.chain.n))
-        for row, p in enumerate(near.pairs):
-            i, j = self.pairs[p]
-            for s, point, sign in ((i, near.point_a[row], -1.0), (j, near.point_b[row], 1.0)):
-                if s >= n_robot or self._frame[s] < 0:
-                    continue
-                upto = self._frame[s] + 1
-                lin = np.where(prismatic[:upto, None], z[:upto],
-                               np.cross(z[:upto], point - origin[:upto]))
-                rate = sign * mult[:upto] * (lin @ near.normal[row])
-                np.add.at(out[row], driver[:upto], rate)
-        return out
+        pairs = np.array([self.pairs[p] for p in near.pairs]).reshape(-1, 2)
+        rate = np.zeros((k, len(table)))
+        for side, point, sign in ((0, near.point_a, -1.0), (1, near.point_b, 1.0)):
+            shape = pairs[:, side]
+            robot = shape < n_robot
+            frame = np.where(robot, self._frame[np.minimum(shape, n_robot - 1)], -1)
+            lever = point[:, None, :] - origin[None, :, :]                  # (K, M, 3)
+            lin = np.where(self._prismatic[None, :, None], z[None, :, :],
+                           np.cross(z[None, :, :], lever))
+            moves = np.arange(len(table))[None, :] <= frame[:, None]       # (K, M)
+            rate += sign * moves * np.einsum('kmi,ki->km', lin, near.normal)
+        return rate @ self._to_free
 
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
         """Return (link, shape, (4, 4) pose in the base frame) of every robot shape at q."""
