@@ -49,8 +49,10 @@ from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.rotations import quaternion_to_matrix
+from ik_node.geometry import collision_model, read_obstacles_file, read_srdf_pairs
 from ik_node.ros import diagnostics
 from ik_node.ros.clock_watch import ClockWatch
+from ik_node.ros.collision import coal_available, CollisionSupport
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     matrix_to_pose, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
@@ -162,6 +164,8 @@ class IKNode(Node):
         self.frames: Optional[LinkFrames] = None
         self.feedback: Optional[FeedbackPolicy] = None
         self._command_order: Optional[list] = None   # chain indices in command order
+        self.collision = CollisionSupport(self.get_logger(), self.rejected)
+        self._collision_checks = self._collision_wanted()
         self.add_on_set_parameters_callback(
             self._guarded(self._validate_parameters, _refused_parameters))
         self.add_post_set_parameters_callback(self._guarded(self._apply_parameters))
@@ -190,6 +194,9 @@ class IKNode(Node):
                               QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
                                          reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
+        self.create_subscription(MarkerArray, '~/obstacles', self._guarded(self._on_obstacles),
+                                 QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
+                                            reliability=ReliabilityPolicy.RELIABLE))
         self._load_model_from_parameters()
         if self.chain is None:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -313,6 +320,8 @@ class IKNode(Node):
             self.stream.set_jerk(self._jerk())
         if names & set(FEEDBACK_PARAMETERS) and self.feedback is not None:
             self.feedback.configure(*self._feedback_settings())
+        if 'collision_margin' in names:
+            self.collision.set_margin(self.get_parameter('collision_margin').value)
 
     def _jerk(self, changes: Optional[Dict[str, object]] = None):
         """Return the jerk limits: the per-joint list, else the scalar (IKError if invalid)."""
@@ -416,9 +425,64 @@ class IKNode(Node):
                                            chain.velocity, *self._feedback_settings())
         for line in model_summary(chain, solver, self.get_parameter('solver').value, frames):
             self.get_logger().info(line)
+        self._use_collision(text, chain, frames, q0, tracker)
         # Everything built so far lives as long as the node: keep it out of
         # the garbage collector's full passes (~40 ms each, measured).
         gc.freeze()
+
+    # -- collision ----------------------------------------------------------------------------
+
+    def _collision_wanted(self) -> bool:
+        """Return whether collision is checked (StartupError: asked for without coal)."""
+        if not self.get_parameter('collision_checking').value:
+            return False
+        if coal_available():
+            return True
+        for name in ('obstacles_file', 'srdf_path'):
+            if self.get_parameter(name).value:
+                raise StartupError(f'{name} is set, but coal is not installed (pip install '
+                                   f'coal, or ros-<distro>-coal): collision cannot be checked')
+        self.get_logger().warning('coal is not installed: collision is not checked '
+                                  '(kinematics and joint limits only)')
+        return False
+
+    def _use_collision(self, text: str, chain: Chain, frames: LinkFrames, q0, tracker) -> None:
+        """Build the collision model of a new robot model and give the tracker its guard.
+
+        At start-up a bad SRDF or obstacles file ends the node (StartupError);
+        for a later model, the old world is kept.
+        """
+        if not self._collision_checks:
+            return
+        first = self.collision.model is None
+        try:
+            srdf = self.get_parameter('srdf_path').value
+            disabled = read_srdf_pairs(srdf) if srdf else []
+            model, notes = collision_model(text, chain, frames, disabled=disabled, home=q0)
+            if not model.bodies:
+                self.get_logger().info('collision: the description has no <collision> '
+                                       'geometry on the chain; only obstacles are kept apart '
+                                       'from nothing (nothing is checked)')
+            path = self.get_parameter('obstacles_file').value
+            obstacles = (read_obstacles_file(path, frames, chain) if path and first
+                         else None)
+        except IKError as exc:
+            if first:
+                raise StartupError(f'collision: {exc}') from None
+            raise
+        tracker.guard = self.collision.use_model(
+            model, chain, frames, self.get_parameter('collision_margin').value)
+        if obstacles is not None:
+            self.collision.set_file_obstacles(obstacles)
+        for line in notes:
+            self.get_logger().info(line)
+        self.get_logger().info(
+            f'collision: {len(model.bodies)} links with geometry, {len(model.pairs)} pairs '
+            f'checked, {len(model.obstacles)} obstacles, margin '
+            f'{self.get_parameter("collision_margin").value:g} m')
+
+    def _on_obstacles(self, msg: MarkerArray):
+        self.collision.on_markers(msg, None)
 
     # -- callbacks ----------------------------------------------------------------------------
 
@@ -653,6 +717,11 @@ class IKNode(Node):
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         if status is not None:
             values.update(diagnostics.tracker_values(status))
+        if self.tracker is not None:
+            values.update(self.collision.values(self.tracker.q))
+            if self.collision.held() and level == DiagnosticStatus.OK:
+                level, message = DiagnosticStatus.WARN, f'held by collision: {values["collision"]}'
+
         if self.stream is not None:
             values.update(diagnostics.stream_values(self.stream, self.clock.late_ticks,
                                                     self.clock.jumps_back,
@@ -682,7 +751,8 @@ class IKNode(Node):
                        for x, y, z in self.tracker.planned_positions().tolist()]
         if len(path.points) < 2:
             path.action = Marker.DELETE
-        self.marker_pub.publish(MarkerArray(markers=[target, path]))
+        obstacles = self.collision.markers(self.chain.base_link, stamp)
+        self.marker_pub.publish(MarkerArray(markers=[target, path] + obstacles))
 
 
 def main(args=None, stop: Optional[StopRequest] = None):

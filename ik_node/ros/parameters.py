@@ -130,6 +130,14 @@ PARAMETERS: Tuple[Param, ...] = (
           fixed=True),
     Param('command_joint_order', STRINGS, 'joint names in the order of the commands '
           '(default: the chain order)', fixed=True),
+    Param('collision_checking', True, "keep the description's <collision> geometry and the "
+          'obstacles apart (needs coal; off: kinematics only)', fixed=True),
+    Param('collision_margin', 0.01, 'smallest distance kept between any two checked bodies '
+          '(links, obstacles), m; an arm inside it may only move out', 0.0, 0.5),
+    Param('obstacles_file', '', 'YAML file of obstacles (box, sphere, cylinder, halfspace, '
+          "mesh) in frames the arm does not move; '' = none", fixed=True),
+    Param('srdf_path', '', 'a MoveIt SRDF: its <disable_collisions> pairs are never checked; '
+          "'' = none", fixed=True),
 )
 
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
@@ -138,6 +146,8 @@ FIXED_PARAMETERS = tuple(p.name for p in PARAMETERS if p.fixed)
 JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
 # Read by the feedback policy, in FeedbackPolicy.configure's order.
 FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
+# Collision parameters applied at run time (the guard's, not the tracker config's).
+COLLISION_PARAMETERS = ('collision_margin',)
 # Parameters of the tracker's configuration: each is the TrackerConfig field of its name.
 CONFIG_PARAMETERS = tuple(f.name for f in fields(TrackerConfig))
 

@@ -1,0 +1,254 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Collision in the node: the model from the description, obstacles from a file and a topic.
+
+:class:`CollisionSupport` builds the collision model of each robot model the
+node loads (its ``<collision>`` elements, the SRDF's disabled pairs, pairs
+in contact at home or always), keeps the world (the ``obstacles_file`` and
+what ``~/obstacles`` adds), hands the tracker its guard, and turns both
+into markers and diagnostics.
+
+``~/obstacles`` (visualization_msgs/MarkerArray), marker by marker, named
+``ns/id``: ADD (or MODIFY) a CUBE (scale: edge lengths), SPHERE (scale.x:
+diameter, the three equal), CYLINDER (scale.x = scale.y: diameter, scale.z:
+length) or MESH_RESOURCE (mesh_resource URI, scale), posed in
+``header.frame_id`` (a frame the arm does not move; '' = the base);
+DELETE removes one, DELETEALL every obstacle that came by the topic (the
+file's stay). A quaternion of zeros is the identity, as RViz takes it. A
+marker that cannot be used is refused with one line and counted by reason
+(``rejected_obstacle_<reason>``); the others of the array still apply.
+"""
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.model import CollisionModel
+from ik_node.core.collision.shapes import CollisionError, Shape
+from ik_node.core.model.chain import Chain
+from ik_node.core.model.frames import LinkFrames
+from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.conversions import pose_msg
+import numpy as np
+from visualization_msgs.msg import Marker, MarkerArray
+
+# Half-spaces are drawn as a thin square this wide (m).
+PLANE_DRAWN = 2.0
+
+
+def coal_available() -> bool:
+    """Return True when coal imports (collision needs it)."""
+    try:
+        import coal  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class CollisionSupport:
+    """The node's collision state: model, world, guard; markers and diagnostics of them.
+
+    Args:
+        logger: the node's logger.
+        rejected: the node's Counter of refused messages (reasons added here).
+
+    """
+
+    def __init__(self, logger, rejected):
+        """Start with no model and no world."""
+        self.log = logger
+        self.rejected = rejected
+        self.model: Optional[CollisionModel] = None
+        self.guard: Optional[CollisionGuard] = None
+        self.chain: Optional[Chain] = None
+        self.frames: Optional[LinkFrames] = None
+        self.from_file: Dict[str, Tuple[Shape, ...]] = {}
+        self.from_topic: Dict[str, Tuple[Shape, ...]] = {}
+        self.notes: List[str] = []
+
+    def use_model(self, model: CollisionModel, chain: Chain, frames: LinkFrames,
+                  margin: float) -> CollisionGuard:
+        """Adopt a new robot's collision model (the world kept); return its guard."""
+        self.model, self.chain, self.frames = model, chain, frames
+        self.guard = CollisionGuard(model, margin)
+        self._apply_world()
+        return self.guard
+
+    def set_margin(self, margin: float) -> None:
+        """Use a new collision_margin (m) from the next step on."""
+        if self.guard is not None:
+            self.guard.set_margin(margin)
+
+    def set_file_obstacles(self, obstacles: Dict[str, Tuple[Shape, ...]]) -> None:
+        """Set the obstacles of the obstacles_file."""
+        self.from_file = dict(obstacles)
+        self._apply_world()
+
+    def _apply_world(self) -> None:
+        if self.model is None:
+            return
+        world = dict(self.from_file)
+        world.update(self.from_topic)
+        self.model.set_obstacles(world)
+        if self.guard is not None:
+            self.guard.changed()
+
+    # -- ~/obstacles --------------------------------------------------------------------------
+
+    def on_markers(self, msg: MarkerArray, resolve) -> None:
+        """Apply a MarkerArray of obstacles (module doc); refusals counted by reason."""
+        if self.model is None:
+            self._refuse('no_model', 'obstacles arrived before a robot model: ignored')
+            return
+        from ik_node.geometry import obstacle_from_dict
+        changed = False
+        for marker in msg.markers:
+            name = f'{marker.ns}/{marker.id}'
+            if marker.action == Marker.DELETEALL:
+                changed = changed or bool(self.from_topic)
+                self.from_topic.clear()
+                continue
+            if marker.action == Marker.DELETE:
+                changed = self.from_topic.pop(name, None) is not None or changed
+                continue
+            if marker.action not in (Marker.ADD, Marker.MODIFY):
+                self._refuse('action', f'obstacle {name}: unknown marker action '
+                                       f'{marker.action}')
+                continue
+            try:
+                entry = marker_entry(marker, name)
+                _, shape = obstacle_from_dict(entry, self.frames, self.chain, resolve)
+            except CollisionError as exc:
+                self._refuse(_reason(str(exc)), str(exc))
+                continue
+            self.from_topic[name] = (shape,)
+            changed = True
+        if changed:
+            self._apply_world()
+
+    def _refuse(self, reason: str, line: str) -> None:
+        self.rejected[f'obstacle_{reason}'] += 1
+        self.log.warning(f'~/obstacles: {line}', throttle_duration_sec=1.0)
+
+    # -- outputs --------------------------------------------------------------------------------
+
+    def markers(self, frame: str, stamp) -> List[Marker]:
+        """Return the obstacles drawn (namespace 'obstacles'), after a DELETEALL of the old."""
+        out = [Marker(ns='obstacles', action=Marker.DELETEALL)]
+        if self.model is None:
+            return out
+        for k, (name, shapes) in enumerate(sorted(self.model.obstacles.items())):
+            for j, shape in enumerate(shapes):
+                m = shape_marker(shape)
+                if m is None:
+                    continue
+                m.ns, m.id, m.text = 'obstacles', 100 * k + j, name
+                m.header.frame_id, m.header.stamp = frame, stamp
+                out.append(m)
+        return out
+
+    def values(self, q) -> Dict[str, str]:
+        """Return the diagnostics values of collision at joints q."""
+        if self.guard is None:
+            return {'collision': 'off'}
+        guard = self.guard
+        values = {'collision_margin': f'{guard.margin:g}',
+                  'obstacles': str(len(self.model.obstacles)),
+                  'collision_pairs_checked': str(len(self.model.pairs)),
+                  'collision_holds': str(guard.holds)}
+        lowest = guard.model.distances(np.asarray(q, dtype=np.float64), math.inf)
+        if lowest.pairs.size:
+            k = int(np.argmin(lowest.distance))
+            a, b = self.model.pair_names(int(lowest.pairs[k]))
+            values['closest_pair'] = f'{a} / {b}'
+            values['closest_distance'] = f'{float(lowest.distance[k]):.4f}'
+        blocked = guard.blocked
+        values['collision'] = 'free' if blocked is None else (
+            f'held ({blocked.action}): {blocked.pair[0]} / {blocked.pair[1]} at '
+            f'{blocked.distance:.4f} m')
+        return values
+
+    def held(self) -> bool:
+        """Return True while the last step was held back by a pair (WARN)."""
+        return self.guard is not None and self.guard.blocked is not None
+
+
+def marker_entry(marker: Marker, name: str) -> dict:
+    """Return the obstacles-file entry of one marker (CollisionError when it is not a solid)."""
+    s = marker.scale
+    if marker.type == Marker.CUBE:
+        shape, size = 'box', [s.x, s.y, s.z]
+    elif marker.type == Marker.SPHERE:
+        if not (s.x == s.y == s.z):
+            raise CollisionError(f'obstacle {name}: a SPHERE needs equal scales (an ellipsoid '
+                                 f'is not supported), got {s.x}, {s.y}, {s.z}')
+        shape, size = 'sphere', [0.5 * s.x]
+    elif marker.type == Marker.CYLINDER:
+        if s.x != s.y:
+            raise CollisionError(f'obstacle {name}: a CYLINDER needs scale.x == scale.y '
+                                 f'(an elliptic one is not supported)')
+        shape, size = 'cylinder', [0.5 * s.x, s.z]
+    elif marker.type == Marker.MESH_RESOURCE:
+        shape, size = 'mesh', []
+    else:
+        raise CollisionError(f'obstacle {name}: unknown marker type {marker.type} (CUBE, '
+                             f'SPHERE, CYLINDER, MESH_RESOURCE)')
+    p, o = marker.pose.position, marker.pose.orientation
+    quat = [o.x, o.y, o.z, o.w]
+    if all(v == 0.0 for v in quat):
+        quat = [0.0, 0.0, 0.0, 1.0]   # as RViz: an unset quaternion is the identity
+    entry = {'name': name, 'frame': marker.header.frame_id, 'shape': shape, 'size': size,
+             'position': [p.x, p.y, p.z], 'orientation': quat}
+    if shape == 'mesh':
+        entry['mesh'] = marker.mesh_resource
+        entry['scale'] = [s.x, s.y, s.z]
+    return entry
+
+
+def _reason(message: str) -> str:
+    """Return a counter key for a refusal message."""
+    for key, words in (('frame', ('frame', 'moves with')), ('mesh', ('mesh',)),
+                       ('type', ('unknown marker type',)), ('size', ('size', 'scale')),
+                       ('not_finite', ('finite', 'zero norm'))):
+        if any(w in message for w in words):
+            return key
+    return 'malformed'
+
+
+def shape_marker(shape: Shape) -> Optional[Marker]:
+    """Return a marker drawing one obstacle shape (base frame pose), or None."""
+    m = Marker(action=Marker.ADD)
+    pose = shape.pose
+    m.color.r, m.color.g, m.color.b, m.color.a = 0.9, 0.3, 0.2, 0.5
+    if shape.kind == 'box':
+        m.type = Marker.CUBE
+        m.scale.x, m.scale.y, m.scale.z = shape.size
+    elif shape.kind == 'sphere':
+        m.type = Marker.SPHERE
+        m.scale.x = m.scale.y = m.scale.z = 2.0 * shape.size[0]
+    elif shape.kind == 'cylinder':
+        m.type = Marker.CYLINDER
+        m.scale.x = m.scale.y = 2.0 * shape.size[0]
+        m.scale.z = shape.size[1]
+    elif shape.kind == 'halfspace':   # a thin square under the plane
+        m.type = Marker.CUBE
+        m.scale.x, m.scale.y, m.scale.z = PLANE_DRAWN, PLANE_DRAWN, 0.002
+        pose = pose.copy()
+        pose[:3, 3] = pose[:3, 3] - 0.001 * pose[:3, 2]
+        m.color.a = 0.25
+    else:
+        return None   # meshes: their hull is not drawn (the marker of the user's mesh is)
+    m.pose = pose_msg(pose[:3, 3], matrix_to_quaternion(pose[:3, :3]))
+    return m
