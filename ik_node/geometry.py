@@ -174,14 +174,21 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
     root, parents = link_tree(xml)
     frames = frames if frames is not None else link_frames(xml, chain)
     resolve = resolve or resolve_mesh_uri
-    bodies, skipped = [], []
+    bodies, skipped, unreadable = [], [], []
     for link in root.findall('link'):
         name = link.get('name', '')
         elements = link.findall('collision')
         if not elements:
             continue
-        shapes = tuple(_collision_shape(e, f'link {name!r} collision {k}', resolve)
-                       for k, e in enumerate(elements))
+        shapes = []
+        for k, element in enumerate(elements):
+            try:
+                shapes.append(_collision_shape(element, f'link {name!r} collision {k}',
+                                               resolve))
+            except CollisionError as exc:
+                if 'mesh' not in str(exc) and 'package' not in str(exc):
+                    raise
+                unreadable.append(str(exc))   # a mesh not found here: that shape is not checked
         try:
             frames.pose(name, chain.mid_limits())
         except FrameError:
@@ -191,11 +198,14 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         if attached is None:
             skipped.append(name)
             continue
-        bodies.append(Body(name, attached[0], attached[1], shapes))
+        bodies.append(Body(name, attached[0], attached[1], tuple(shapes)))
     pairs = never_checked(parents) + check_disabled(
         [link.get('name', '') for link in root.findall('link')], disabled, 'SRDF')
     model = CollisionModel(chain, bodies, pairs)
     notes = []
+    if unreadable:
+        notes.append(f'collision: {len(unreadable)} collision mesh(es) could not be read and are '
+                     f'NOT checked; the first: {unreadable[0]}')
     if skipped:
         notes.append(f'collision: {len(skipped)} link(s) moved by joints the chain does not '
                      f'drive are not checked ({", ".join(skipped[:5])})')

@@ -18,8 +18,8 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, controllers, corpus, events, feedback, flood, fuzz, ik, \
-    node, rotations, seed000, shutdown, smoothing, soak, startup, teleop
+from ik_node.bench import analytic, collision, controllers, corpus, events, feedback, flood, \
+    fuzz, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop
 
 
 def build_parser():
@@ -47,6 +47,7 @@ def build_parser():
     corpus.add_parser(sub)
     feedback.add_parser(sub)
     events.add_parser(sub)
+    collision.add_parser(sub)
     return parser
 
 

@@ -65,7 +65,7 @@ ACTIVE_SLACK = 0.01
 DISTANCE_TOL = 1e-8
 # Pairs computed out to the margin plus this (m) when the floor is low: the
 # floor of the next steps starts from there.
-LOOKAHEAD = 0.05
+LOOKAHEAD = 0.02
 
 
 @dataclass(frozen=True)
@@ -190,24 +190,25 @@ class CollisionGuard:
         grads = self.model.gradients(q1, near)
         with np.errstate(divide='ignore', invalid='ignore'):
             stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
-        times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))
         dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
-
-        def change(t):   # (K,) g . displacement at time t
-            tt = np.minimum(t, stops)
-            return grads @ (v1 * tt - 0.5 * dec * tt * tt)
-        lowest = np.zeros(len(near.pairs))
-        for t0, t1 in zip(times[:-1], times[1:]):
-            lowest = np.minimum(lowest, np.minimum(change(t0), change(t1)))
-            moving = stops > t0
-            lin = grads[:, moving] @ v1[moving]      # d/dt at 0 of the moving joints' part
-            quad = grads[:, moving] @ dec[moving]    # its deceleration
-            with np.errstate(divide='ignore', invalid='ignore'):
-                vertex = np.where(quad != 0.0, lin / quad, -1.0)
-            inside = (vertex > t0) & (vertex < t1)
-            for k in np.flatnonzero(inside):
-                lowest[k] = min(lowest[k], float(change(vertex[k])[k]))
-        return lowest
+        times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))   # (m,) breakpoints
+        tt = np.minimum(times[:, None], stops[None, :])                     # (m, n)
+        lowest = np.min(grads @ (v1 * tt - 0.5 * dec * tt * tt).T, axis=1)  # (K,)
+        # Inside each interval [t0, t1) the joints still moving add a
+        # quadratic; its vertex may be lower than both ends.
+        t0 = times[:-1]
+        moving = stops[None, :] > t0[:, None]                               # (I, n)
+        lin = grads @ (moving * v1).T                                       # (K, I)
+        quad = grads @ (moving * dec).T
+        with np.errstate(divide='ignore', invalid='ignore'):
+            vertex = np.where(quad < 0.0, lin / quad, -1.0)   # convex: a minimum
+        inside = (vertex > t0[None, :]) & (vertex < times[1:][None, :])
+        if inside.any():
+            k, i = np.nonzero(inside)
+            tv = np.minimum(vertex[k, i][:, None], stops[None, :])          # (J, n)
+            value = np.einsum('jn,jn->j', grads[k], v1 * tv - 0.5 * dec * tv * tv)
+            np.minimum.at(lowest, k, value)
+        return np.minimum(lowest, 0.0)
 
     @staticmethod
     def _pair_map(near: Optional[PairDistances]) -> dict:

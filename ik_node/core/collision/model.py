@@ -133,6 +133,7 @@ class CollisionModel:
         self._result = coal.DistanceResult()
         self._self_pairs = self._pairs_of_links()
         self._rebuild_world()
+        self._frame_cache: dict = {}
         fk = chain.fk_tables
         self._axes = np.array(fk.axis, dtype=np.float64).reshape(-1, 3)
         self._prismatic = np.array(fk.prismatic, dtype=bool)
@@ -222,9 +223,21 @@ class CollisionModel:
 
     # -- kinematics ------------------------------------------------------------
 
+    def _frames_of(self, q) -> list:
+        """Return chain.frames(q)[0] (the joint frames, 12-tuples), cached for the last few q."""
+        q = np.asarray(q, dtype=np.float64)
+        key = q.tobytes()
+        frames = self._frame_cache.get(key)
+        if frames is None:
+            frames, _, _ = self.chain.frames(q.tolist())
+            if len(self._frame_cache) >= 4:
+                self._frame_cache.pop(next(iter(self._frame_cache)))
+            self._frame_cache[key] = frames
+        return frames
+
     def _joint_frames(self, q) -> Tuple[FloatArray, FloatArray]:
         """Rotations (M+1, 3, 3) and origins (M+1, 3) of the joint frames; index 0: the base."""
-        frames, _, _ = self.chain.frames(np.asarray(q, dtype=np.float64).tolist())
+        frames = self._frames_of(q)
         table = np.empty((len(frames) + 1, 12))
         table[0] = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
         if frames:
@@ -314,8 +327,7 @@ class CollisionModel:
         n = self.chain.n
         if k == 0:
             return np.zeros((0, n))
-        frames, _, _ = self.chain.frames(np.asarray(q, dtype=np.float64).tolist())
-        table = np.array(frames).reshape(-1, 12)
+        table = np.array(self._frames_of(q)).reshape(-1, 12)
         z = np.einsum('mij,mj->mi', table[:, :9].reshape(-1, 3, 3), self._axes)
         origin = table[:, 9:]
         n_robot = len(self._robot)
@@ -325,11 +337,14 @@ class CollisionModel:
             shape = pairs[:, side]
             robot = shape < n_robot
             frame = np.where(robot, self._frame[np.minimum(shape, n_robot - 1)], -1)
+            # normal . (z x (p - o)) = (p - o) . (normal x z): one (K, M, 3) product.
             lever = point[:, None, :] - origin[None, :, :]                  # (K, M, 3)
-            lin = np.where(self._prismatic[None, :, None], z[None, :, :],
-                           np.cross(z[None, :, :], lever))
+            nz = _cross(near.normal[:, None, :], z[None, :, :])             # (K, M, 3)
+            along = np.where(self._prismatic[None, :],
+                             near.normal @ z.T,                              # prismatic: n . z
+                             np.einsum('kmi,kmi->km', lever, nz))
             moves = np.arange(len(table))[None, :] <= frame[:, None]       # (K, M)
-            rate += sign * moves * np.einsum('kmi,ki->km', lin, near.normal)
+            rate += sign * moves * along
         return rate @ self._to_free
 
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
@@ -341,6 +356,13 @@ class CollisionModel:
             pose[:3, :3], pose[:3, 3] = rot[s], pos[s]
             out.append((self.bodies[k].link, shape, pose))
         return out
+
+
+def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Return the cross products of broadcast (..., 3) arrays (np.cross's own checks cost more)."""
+    return np.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+                     a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+                     a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], axis=-1)
 
 
 def always_in_contact(model: CollisionModel, samples: int = CONTACT_SAMPLES,

@@ -1,0 +1,237 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_bench collision``: what the collision constraint costs per tick, and the margin it keeps.
+
+A bundled arm at its home among 0, 5 or 20 seeded random obstacles (boxes,
+spheres, a wall; none within 4 cm of the arm at home) is driven through a
+sequence of targets (reachable ones, one inside an obstacle, one into its
+own base) by the tracker and the 250 Hz jerk-limited command stream, once
+with the collision guard and once without. Per tick: the limiting step's
+time with and without the guard (median and 99th percentile), the guard's
+own distance queries, and the lowest distance over every committed point
+sampled at 1 kHz (the margin it keeps). A second table compares the
+model's distance query (bounding spheres, then coal's narrow phase for the
+near pairs) with coal's own broad phase (a DynamicAABBTree manager re-posed
+and asked for the closest pair) on the same configurations.
+"""
+
+import math
+import time as _time
+
+from ik_node.bench.common import cell, machine_info, print_json, print_table
+from ik_node.bench.ik import BUNDLED
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.shapes import checked_shape
+from ik_node.core.ik.factory import make_solver
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.urdf import bundled_urdf
+import numpy as np
+
+HOME = {
+    'iiwa14': [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0],
+    'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2],
+    'panda': [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
+    'xarm7': [0.0, -0.247, 0.0, 0.909, 0.0, 1.156, 0.0],
+}
+PERIOD = 0.004     # the node's grid, s
+HARDWARE = 0.001   # the controller's rate, s
+MARGIN = 0.01
+CLEARANCE = MARGIN + 0.03   # obstacles keep this from the arm at home, m
+
+
+def arm_and_model(arm):
+    """Return (chain, collision model) of a bundled arm."""
+    from ik_node.geometry import collision_model
+    file, base, tip = BUNDLED[arm]
+    path = bundled_urdf(file)
+    with open(path, encoding='utf-8') as handle:
+        xml = handle.read()
+    chain = Chain.from_urdf_string(xml, base, tip)
+    model, _ = collision_model(xml, chain, home=HOME[arm])
+    return chain, model
+
+
+def random_obstacles(model, q0, rng, count, clearance=CLEARANCE):
+    """Return ``count`` seeded obstacles (name -> shapes, base frame) clear of the arm at q0.
+
+    A wall (a half-space 0.3-0.8 m from the base, facing it) may come
+    first; then boxes and spheres within 0.8 m, 0.03-0.25 m in size, at
+    random orientations. Each is kept only when no pair with it is closer
+    than ``clearance`` at q0. The model is left with the obstacles set.
+    """
+    out = {}
+    tries = 0
+    while len(out) < count and tries < 50 * (count + 1):
+        tries += 1
+        kind = rng.choice(['box', 'sphere', 'box', 'halfspace'] if not out else ['box', 'sphere'])
+        pose = np.eye(4)
+        if kind == 'halfspace':
+            angle = rng.uniform(0, 2 * math.pi)
+            normal = np.array([-math.cos(angle), -math.sin(angle), 0.0])
+            pose[:3, 2] = normal
+            pose[:3, 0] = np.cross([0.0, 0.0, 1.0], normal)
+            pose[:3, 1] = np.cross(normal, pose[:3, 0])
+            pose[:3, 3] = -normal * rng.uniform(0.3, 0.8)
+            size: tuple = ()
+        else:
+            pose[:3, 3] = rng.uniform([-0.8, -0.8, 0.0], [0.8, 0.8, 1.0])
+            axis = rng.normal(size=3)
+            k = axis / np.linalg.norm(axis)
+            angle = rng.uniform(0, math.pi)
+            kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+            pose[:3, :3] = np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
+            size = tuple(rng.uniform(0.03, 0.25, 3 if kind == 'box' else 1))
+        name = f'o{len(out)}'
+        trial = dict(out, **{name: (checked_shape(kind, size, pose, source=name),)})
+        model.set_obstacles(trial)
+        near = model.distances(np.asarray(q0, dtype=float), clearance)
+        if not any(model.pair_names(int(p))[1] == name for p in near.pairs):
+            out = trial
+    model.set_obstacles(out)
+    return out
+
+
+def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
+    """Drive the arm through four targets; return (step times s, guard times s, lowest m)."""
+    tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), q0, 0.0)
+    guard = CollisionGuard(model, MARGIN) if guarded else None
+    tracker.guard = guard
+    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0, budget_s=0.03)
+    step_times, guard_times = [], []
+    inner = tracker._step
+
+    def timed_step(*args, **kwargs):
+        start = _time.perf_counter()
+        out = inner(*args, **kwargs)
+        step_times.append(_time.perf_counter() - start)
+        return out
+    tracker._step = timed_step
+    targets = [chain.forward(np.clip(q0 + rng.uniform(-0.8, 0.8, chain.n), chain.lower,
+                                     chain.upper)) for _ in range(2)]
+    inside = chain.forward(q0)
+    if obstacles:
+        inside[:3, 3] = next(iter(obstacles.values()))[0].pose[:3, 3]
+    into_base = chain.forward(q0)
+    into_base[:3, 3] = [0.05, 0.0, 0.15]
+    now, lowest, checked = 0.0, math.inf, 0.0
+    for target in targets + [inside, into_base]:
+        tracker.add_target(now, target)
+        end = now + seconds_per_target
+        while now < end:
+            now += PERIOD
+            stream.advance(now)
+            while checked + HARDWARE <= now + 1e-12:
+                checked += HARDWARE
+                q, _, _ = stream.sample(checked)
+                if int(round(checked / HARDWARE)) % 4 == 0 or lowest < MARGIN + 0.02:
+                    lowest = min(lowest, model.distances(q, MARGIN + 0.02).lowest)
+    if guard is not None:
+        guard_times = step_times
+    return np.array(step_times), np.array(guard_times), lowest
+
+
+def broad_phase_comparison(model, rng, chain, samples=200):
+    """Return per-query times (s) of the model's distances and of coal's broad phase, medians."""
+    import coal
+    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
+    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
+    qs = [rng.uniform(lower, upper) for _ in range(samples)]
+    ours = []
+    for q in qs:
+        start = _time.perf_counter()
+        model.distances(q, MARGIN)
+        ours.append(_time.perf_counter() - start)
+    manager = coal.DynamicAABBTreeCollisionManager()
+    objects = [coal.CollisionObject(g) for g in model._geoms]
+    for obj in objects:
+        manager.registerObject(obj)
+    world = [coal.CollisionObject(g, tf) for g, tf in zip(model._world_geoms, model._world_tf)]
+    for obj in world:
+        manager.registerObject(obj)
+    manager.setup()
+    theirs = []
+    for q in qs:
+        start = _time.perf_counter()
+        rot, pos = model.shape_poses(q)
+        for s, obj in enumerate(objects):
+            obj.setTransform(coal.Transform3s(rot[s], pos[s]))
+            obj.computeAABB()
+        manager.update()
+        callback = coal.DistanceCallBackDefault()
+        manager.distance(callback)
+        theirs.append(_time.perf_counter() - start)
+    return float(np.median(ours)), float(np.median(theirs))
+
+
+def add_parser(subparsers):
+    """Register the ``collision`` subcommand."""
+    p = subparsers.add_parser('collision', help='cost per tick of the collision constraint, '
+                                                'and the margin it keeps')
+    p.add_argument('--arms', nargs='+', default=['iiwa14'], choices=sorted(BUNDLED))
+    p.add_argument('--counts', nargs='+', type=int, default=[0, 5, 20],
+                   help='obstacle counts (0 5 20)')
+    p.add_argument('--runs', type=int, default=3, help='seeded scenes per row (3)')
+    p.set_defaults(func=run)
+
+
+def run(args):
+    """Run the benchmark and print tables, or one JSON object with --json."""
+    rng = np.random.default_rng(args.seed)
+    rows, started = [], _time.perf_counter()
+    for arm in args.arms:
+        chain, model = arm_and_model(arm)
+        q0 = np.array(HOME[arm])
+        for count in args.counts:
+            plain, guarded, lowest = [], [], math.inf
+            for _ in range(args.runs):
+                scene = int(rng.integers(2 ** 31))
+                obstacles = random_obstacles(model, q0, np.random.default_rng(scene), count)
+                steps, _, _ = drive(chain, model, q0, np.random.default_rng(scene), False,
+                                    obstacles)
+                plain.append(steps)
+                steps, _, low = drive(chain, model, q0, np.random.default_rng(scene), True,
+                                      obstacles)
+                guarded.append(steps)
+                lowest = min(lowest, low)
+            ours, theirs = broad_phase_comparison(model, rng, chain)
+            p, g = np.concatenate(plain), np.concatenate(guarded)
+            rows.append({'arm': arm, 'obstacles': count, 'pairs': len(model.pairs),
+                         'step_p50_ms': 1e3 * float(np.median(p)),
+                         'step_p99_ms': 1e3 * float(np.percentile(p, 99)),
+                         'guarded_p50_ms': 1e3 * float(np.median(g)),
+                         'guarded_p99_ms': 1e3 * float(np.percentile(g, 99)),
+                         'constraint_p50_ms': 1e3 * float(np.median(g) - np.median(p)),
+                         'lowest_distance_m': lowest,
+                         'query_ours_ms': 1e3 * ours, 'query_coal_broadphase_ms': 1e3 * theirs})
+            model.set_obstacles({})
+    report = {'benchmark': 'collision', 'seed': args.seed, 'machine': machine_info(),
+              'margin_m': MARGIN, 'period_s': PERIOD, 'runs': args.runs,
+              'wall_s': _time.perf_counter() - started, 'rows': rows}
+    if args.json:
+        print_json(report)
+        return 0
+    info = report['machine']
+    print(f"ik_bench collision  (seed {args.seed}; {info['cpu']}, {info['cores']} cores; "
+          f"commit {info['commit']})")
+    print(f'{args.runs} seeded scenes per row, 4 targets each (two reachable, one inside an '
+          f'obstacle, one into the base), 250 Hz steps, margin {MARGIN} m; the limiting step '
+          f'timed without and with the guard; lowest distance over 1 kHz samples')
+    keys = ['arm', 'obstacles', 'pairs', 'step_p50_ms', 'step_p99_ms', 'guarded_p50_ms',
+            'guarded_p99_ms', 'constraint_p50_ms', 'lowest_distance_m', 'query_ours_ms',
+            'query_coal_broadphase_ms']
+    print_table(keys, [[cell(r[k]) for k in keys] for r in rows])
+    return 0
