@@ -111,7 +111,7 @@ def posed_obstacle(chain, xml, entry):
 
 
 @pytest.mark.parametrize('arm', sorted(ARMS))
-@settings(max_examples=examples(6), deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(unit=st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), entry=obstacles())
 def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entry):
     chain, xml, model, raw = arm_model(arm)
