@@ -30,7 +30,6 @@ points, as a joint_trajectory_controller plays it). What must hold:
   the blocking pair.
 """
 
-import math
 
 from geometry_oracle import distance_interval, RobotSolids
 from hypothesis import given, HealthCheck, settings
