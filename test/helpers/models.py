@@ -31,6 +31,14 @@ ARMS = {
     'panda': (ROOT / 'urdf' / 'panda.urdf', 'panda_link0', 'tool0'),
     'xarm7': (ROOT / 'urdf' / 'xarm7.urdf', 'link_base', 'tool0'),
 }
+# Each bundled arm's home: its config's initial_positions (the UR5e's config
+# has none; a bent pose clear of its own links, as tracking.ARMS uses).
+HOME = {
+    'iiwa14': [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0],
+    'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2],
+    'panda': [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
+    'xarm7': [0.0, -0.247, 0.0, 0.909, 0.0, 1.156, 0.0],
+}
 
 # A small robot exercising every joint kind: prismatic, continuous, a mimic
 # follower (with multiplier and offset), fixed joints with rpy, an odd axis.

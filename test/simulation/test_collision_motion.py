@@ -34,7 +34,7 @@ points, as a joint_trajectory_controller plays it). What must hold:
 from geometry_oracle import distance_interval, RobotSolids
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
-from models import ARMS
+from models import ARMS, HOME
 import numpy as np
 from oracle import RawModel
 import pytest
@@ -51,12 +51,6 @@ from ik_node.core.motion.stream import CommandStream, controller_lead  # noqa: E
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig  # noqa: E402
 from ik_node.geometry import collision_model  # noqa: E402
 
-HOME = {
-    'iiwa14': [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0],
-    'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2],
-    'panda': [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
-    'xarm7': [0.0, -0.247, 0.0, 0.909, 0.0, 1.156, 0.0],
-}
 MARGIN = 0.01
 SLACK = 1e-3      # the guarantee: >= MARGIN - SLACK at every sample
 PERIOD = 0.004    # the node's grid (250 Hz)

@@ -24,7 +24,7 @@ import math
 from geometry_oracle import distance_interval, point_distance, RobotSolids
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from models import ARMS
+from models import ARMS, HOME
 import numpy as np
 from oracle import RawModel
 import pytest
@@ -40,12 +40,6 @@ from ik_node.core.model.chain import Chain  # noqa: E402
 from ik_node.geometry import collision_model, link_tree, obstacle_from_dict  # noqa: E402
 from ik_node.urdf import link_frames  # noqa: E402
 
-HOME = {
-    'iiwa14': [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0],
-    'ur5e': [0.3, -1.2, 1.5, -1.9, -1.57, 0.2],
-    'panda': [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398],
-    'xarm7': [0.0, -0.247, 0.0, 0.909, 0.0, 1.156, 0.0],
-}
 # Pairs closer than this (m) are compared with the oracle.
 NEAR = 0.3
 # Distances agree to this (m): coal's GJK/EPA tolerance and the oracle's bound.
