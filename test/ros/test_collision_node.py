@@ -55,7 +55,6 @@ class Judge:
         """Read the description with the oracle's reader."""
         path, base, _ = ARMS['iiwa14']
         xml = path.read_text()
-        self.names = None
         self.solids = RobotSolids(xml, RawModel(xml), base, LINKS)
 
     def floor_clearance(self, msg):

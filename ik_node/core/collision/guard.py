@@ -136,10 +136,6 @@ class CollisionGuard:
         self._floor_q, self._floor = q.copy(), near.lowest
         return near
 
-    def lowest(self, q) -> float:
-        """Return the smallest distance over every checked pair at q, m (exact)."""
-        return self.model.distances(np.asarray(q, dtype=np.float64), math.inf).lowest
-
     # -- the step ----------------------------------------------------------------
 
     def admits(self, q: FloatArray, q1: FloatArray, v1: FloatArray, a_max: FloatArray,

@@ -51,7 +51,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 # Link poses relative to a joint frame equal to this (m, rad) count as rigid.
-RIGID_TOL = 1e-9
+RIGID_TOL = 1e-6
 # Configurations sampled for the always-in-contact pairs (seeded, at start-up).
 CONTACT_SAMPLES = 300
 
@@ -246,11 +246,15 @@ class CollisionModel:
 
     def shape_poses(self, q) -> Tuple[FloatArray, FloatArray]:
         """Return the robot shapes' rotations (S, 3, 3) and positions (S, 3), base frame, at q."""
-        rot, org = self._joint_frames(q)
-        r = rot[self._frame + 1]
-        o = org[self._frame + 1]
-        return (np.einsum('sij,sjk->sik', r, self._local[:, :3, :3]),
-                np.einsum('sij,sj->si', r, self._local[:, :3, 3]) + o)
+        return self._posed(q)[2:]
+
+    def _posed(self, q) -> Tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Return each robot shape's joint frame (S, 3, 3), (S, 3) and its own pose, base frame."""
+        rot_f, org_f = self._joint_frames(q)
+        r_frame = rot_f[self._frame + 1]
+        o_frame = org_f[self._frame + 1]
+        return (r_frame, o_frame, np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3]),
+                np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame)
 
     def _bounds(self, r_frame: FloatArray, o_frame: FloatArray) -> FloatArray:
         """Lower bounds (P,) of every checked pair's distance, from bounding spheres, m.
@@ -276,11 +280,7 @@ class CollisionModel:
 
     def distances(self, q, threshold: float) -> PairDistances:
         """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses."""
-        rot_f, org_f = self._joint_frames(q)
-        r_frame = rot_f[self._frame + 1]
-        o_frame = org_f[self._frame + 1]
-        rot = np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3])
-        pos = np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame
+        r_frame, o_frame, rot, pos = self._posed(q)
         bound = self._bounds(r_frame, o_frame)
         near = np.flatnonzero(bound < threshold)
         k = len(near)
@@ -417,7 +417,7 @@ def attachment(chain: Chain, pose_of, link: str, rng=None) -> Optional[Tuple[int
                 f[:3, :3] = np.array(table[m][:9]).reshape(3, 3)
                 f[:3, 3] = table[m][9:]
             offsets.append(np.linalg.solve(f, pose))
-        if all(np.allclose(o, offsets[0], atol=RIGID_TOL * 1e3) for o in offsets[1:]):
+        if all(np.allclose(o, offsets[0], atol=RIGID_TOL) for o in offsets[1:]):
             return m, offsets[0]
     return None
 
