@@ -241,3 +241,31 @@ def test_an_arm_started_in_contact_backs_out_and_then_keeps_the_margin(arm):
         del ball
     finally:
         model.set_obstacles({})
+
+
+def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_let_go():
+    """While a target stays behind a wall the hold is reported at every tick (no flicker)."""
+    chain, xml, model = arm_model('iiwa14')
+    q0 = np.array(HOME['iiwa14'])
+    start = chain.forward(q0)
+    wall = np.eye(4)
+    wall[:3, 3] = start[:3, 3] + [0.15, 0.0, 0.0]
+    model.set_obstacles({'wall': (checked_shape('box', (0.05, 1.0, 1.0), wall, source='wall'),)})
+    try:
+        run = Run('iiwa14', model, chain, q0, True)
+        behind = start.copy()
+        behind[0, 3] += 0.3   # 15 cm beyond the wall's centre plane
+        run.tracker.add_target(0.0, behind)
+        run.go(4.0, until=lambda: run.guard.blocked is not None)
+        assert run.guard.blocked is not None and 'wall' in run.guard.blocked.pair
+        run.go(2.0)   # at the margin by now, still pushed toward the wall
+        for _ in range(250):
+            run.go(PERIOD)
+            assert run.guard.blocked is not None and 'wall' in run.guard.blocked.pair
+        # Let go: the target where the tip is now. The smoothed path starts
+        # from the target behind the wall and takes ~2 s to come back.
+        run.tracker.add_target(run.now, chain.forward(run.tracker.q))
+        run.go(6.0, until=lambda: run.guard.blocked is None)
+        assert run.guard.blocked is None
+    finally:
+        model.set_obstacles({})

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.compile import L
 from ik_node.core.kernels.limits import braking_speed
+from ik_node.core.motion.tracker import step_along
 import numpy as np
 import pytest
 from strategies import examples
@@ -244,3 +245,30 @@ def test_compiled_and_interpreted_steps_agree(bounds, start, plan):
         np.testing.assert_allclose(b[0], a[0], rtol=0, atol=1e-15)
         np.testing.assert_allclose(b[1], a[1], rtol=1e-12, atol=1e-12)
         q, v = a
+
+
+@settings(max_examples=examples(200))
+@given(bounds=joint_limits(), start=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       speed=st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3),
+       aim=st.lists(st.floats(0, 1), min_size=3, max_size=3), dt=st.floats(1e-4, 0.02),
+       resting=st.booleans())
+def test_a_step_along_keeps_its_line_and_every_limit_and_can_stop_by_the_aim(
+        bounds, start, speed, aim, dt, resting):
+    v_max, a_max, lower, upper = (np.array(x) for x in bounds)
+    q, aim = np.array(inside(lower, upper, start)), np.array(inside(lower, upper, aim))
+    v = np.zeros(3) if resting else np.array(speed) * v_max
+    step = step_along(q, v, aim, dt, v_max, a_max)
+    if step is None:
+        # Refused only where no speed along the line is one step's
+        # acceleration from v: from rest every aim has one.
+        assert not resting or np.all(aim == q)
+        return
+    q2, v2 = step
+    check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
+    x = aim - q
+    s = (q2 - q) @ x / (x @ x)
+    assert 0.0 < s <= 1.0 + EPS
+    np.testing.assert_allclose(q2 - q, s * x, atol=1e-15)   # on the line
+    # Braking at the limits from v2 stops each joint by the aim.
+    travel = v2 * np.abs(v2) / (2.0 * a_max)
+    assert np.all(np.abs(q2 + travel - q) <= np.abs(x) * (1 + 1e-9) + 1e-15)

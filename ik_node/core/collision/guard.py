@@ -32,9 +32,11 @@ A step refused is replaced by a step toward the goal *slid* along the
 blocking surfaces: the goal's displacement from q projected (least squares,
 a few Hildreth sweeps over the near pairs' distance gradients) so that each
 pair's linearised distance ends at the margin plus ``SLIDE_CLEARANCE``.
-When that step is refused too, the step brakes toward rest at the limits
-(the caller's braking step, which by the stopping-point rule keeps the
-margin); :attr:`blocked` names the pair and its distance.
+(the caller, MotionTracker._step, tries the limiting step toward it, then
+the step along the straight line to it). When that is refused too, the step
+brakes toward rest at the limits (the caller's braking step, which by the
+stopping-point rule keeps the margin). :attr:`blocked` names the pair and
+its distance until the steps have gone free for HOLD_REPORTED_FOR.
 
 Cost: free space costs almost nothing: the smallest distance found last
 (a lower bound between checks) minus the most any shape point can have
@@ -66,6 +68,10 @@ DISTANCE_TOL = 1e-8
 # Pairs computed out to the margin plus this (m) when the floor is low: the
 # floor of the next steps starts from there.
 LOOKAHEAD = 0.02
+# A hold stays reported (blocked, the WARN level) until the steps have gone
+# free for this long, s: at the margin, slid and free steps alternate, and a
+# status sampled at 1 Hz would flicker between them.
+HOLD_REPORTED_FOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class CollisionGuard:
         self.margin = float(margin)
         self.blocked: Optional[Blocked] = None
         self.holds = 0   # steps slid or braked since start
+        self._free_for = 0.0   # s of free steps since the last hold
         self._lipschitz = self._point_speed_bound()
         self._floor_q: Optional[FloatArray] = None
         self._floor = -math.inf
@@ -226,8 +233,6 @@ class CollisionGuard:
         need = (self.margin + SLIDE_CLEARANCE - near.distance
                 - grads @ (q - config))
         x = self._project(goal - q, grads, need)
-        self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
-                               float(near.distance[row]), 'slid')
         return q + x
 
     @staticmethod
@@ -251,13 +256,20 @@ class CollisionGuard:
                 break
         return x
 
-    def note_braked(self) -> None:
-        """Record that the step braked (the slid step was refused too)."""
+    def note_held(self, action: str) -> None:
+        """Record that the step was held: ``action`` is 'slid' or 'braked'."""
         config, near, row = self._refused
         self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
-                               float(near.distance[row]), 'braked')
+                               float(near.distance[row]), action)
         self.holds += 1
+        self._free_for = 0.0
 
-    def note_free(self) -> None:
-        """Record that the step went as proposed (nothing held it)."""
-        self.blocked = None
+    def note_free(self, dt: float) -> None:
+        """Record a step of dt seconds that went as proposed (nothing held it).
+
+        :attr:`blocked` is cleared once the steps have gone free for
+        HOLD_REPORTED_FOR seconds.
+        """
+        self._free_for += dt
+        if self._free_for >= HOLD_REPORTED_FOR:
+            self.blocked = None

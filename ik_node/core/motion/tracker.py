@@ -622,8 +622,9 @@ class MotionTracker:
         With a collision guard (:mod:`ik_node.core.collision.guard`) a step
         that would bring a pair inside the margin, or too fast toward it to
         stop before it, is taken toward the goal slid along the surface
-        instead, or, refused again, brakes toward rest at the limits. A
-        braking step (goal not finite) is never refused.
+        instead (the limiting step, then the step along the straight line),
+        or, refused again, brakes toward rest at the limits. A braking step
+        (goal not finite) is never refused.
         """
         q1, v1 = self._limited(goal, goal_v, dt, speeds)
         guard = self.guard
@@ -631,16 +632,25 @@ class MotionTracker:
             return q1, v1
         c = self.chain
         if guard.admits(self.q, q1, v1, self._a_max, c.lower, c.upper):
-            guard.note_free()
+            guard.note_free(dt)
             return q1, v1
         slid = guard.slid_goal(self.q, goal)
         if slid is not None:
-            q2, v2 = self._limited(np.clip(slid, c.lower, c.upper), np.zeros(c.n), dt, speeds)
-            if guard.admits(self.q, q2, v2, self._a_max, c.lower, c.upper):
-                guard.holds += 1
-                return q2, v2
-        guard.note_braked()
+            slid = np.clip(slid, c.lower, c.upper)
+            for step in self._slid_steps(slid, dt, speeds):
+                if guard.admits(self.q, *step, self._a_max, c.lower, c.upper):
+                    guard.note_held('slid')
+                    return step
+        guard.note_held('braked')
         return self._limited(np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
+
+    def _slid_steps(self, slid: FloatArray, dt: float, speeds: Optional[FloatArray]):
+        """Yield the steps (q', v') toward the slid goal (n,) to try, in order."""
+        yield self._limited(slid, np.zeros(self.chain.n), dt, speeds)
+        along = step_along(self.q, self.v, slid, dt,
+                           self.chain.velocity if speeds is None else speeds, self._a_max)
+        if along is not None:
+            yield along
 
     def _limited(self, goal: FloatArray, goal_v: FloatArray, dt: float,
                  speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
@@ -684,6 +694,48 @@ class MotionTracker:
         """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""
         return self.drift.toward(goal, pose, dt, self.config.posture_rate, self._a_max,
                                  self.pole)
+
+
+def step_along(q: FloatArray, v: FloatArray, aim: FloatArray, dt: float, v_max: FloatArray,
+               a_max: FloatArray) -> Optional[Tuple[FloatArray, FloatArray]]:
+    """Return the step (q', v') along the straight line from q toward ``aim``, or None.
+
+    The limiting step cuts each joint's acceleration on its own, so a step
+    that speeds up toward a far goal leaves the direction of ``aim - q``;
+    next to a surface that bend can turn a way out into a way in. This step
+    keeps the direction: ``v' = s (aim - q) / dt`` with the largest s in
+    [0, 1] that every joint's speed limit, acceleration limit (from v) and
+    braking (to stop by ``aim``) allow. None when no s > 0 does (v points
+    elsewhere by more than one step's acceleration can undo).
+
+    Args:
+        q: (n,) positions now, rad (m).
+        v: (n,) velocities now, rad/s.
+        aim: (n,) where to head, within the position limits.
+        dt: the step, s (> 0).
+        v_max: (n,) speed limits, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf allowed).
+
+    """
+    x = aim - q
+    still = x == 0.0
+    change = a_max * dt
+    if np.all(still) or not np.all(np.abs(v[still]) <= change[still]):
+        return None
+    rate, moving = x[~still] / dt, ~still
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        ends = np.stack([(v[moving] - change[moving]) / rate,
+                         (v[moving] + change[moving]) / rate])
+        ad = change[moving]
+        twice = 2.0 * a_max[moving] * np.abs(x[moving])
+        brake = np.where(np.isinf(ad), np.inf, twice / (ad + np.sqrt(ad * ad + twice)))
+    low = max(0.0, float(np.max(ends.min(axis=0))))
+    high = min(1.0, float(np.min(ends.max(axis=0))),
+               float(np.min(np.minimum(v_max[moving], brake) / np.abs(rate))))
+    if not high > low:
+        return None
+    q_new = q + high * x
+    return q_new, (q_new - q) / dt   # as the limiting step: the velocity of the positions
 
 
 def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
