@@ -113,7 +113,9 @@ def test_a_target_below_the_floor_stops_the_arm_at_the_margin_and_says_why():
         held = node.diagnostic('collision')
         assert 'floor' in held, held
         levels = {s.level for a in node.diagnostics[-3:] for s in a.status}
-        assert levels == {DiagnosticStatus.WARN}, levels   # WARN while held
+        assert levels == {DiagnosticStatus.WARN}, [   # WARN while held
+            (s.level, s.message, [(k.key, k.value) for k in s.values if 'collision' in k.key])
+            for a in node.diagnostics[-3:] for s in a.status]
         clearances = [judge.floor_clearance(m) for m in node.joints]
         assert min(clearances) >= MARGIN - SLACK, min(clearances)
         assert clearances[-1] < MARGIN + 0.01   # it went down to the margin
