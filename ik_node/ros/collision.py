@@ -34,7 +34,7 @@ marker that cannot be used is refused with one line and counted by reason
 import math
 from typing import Dict, List, Optional, Tuple
 
-from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.guard import Blocked, CollisionGuard
 from ik_node.core.collision.model import CollisionModel
 from ik_node.core.collision.shapes import CollisionError, Shape
 from ik_node.core.model.chain import Chain
@@ -174,10 +174,11 @@ class CollisionSupport:
             a, b = self.model.pair_names(int(lowest.pairs[k]))
             values['closest_pair'] = f'{a} / {b}'
             values['closest_distance'] = f'{float(lowest.distance[k]):.4f}'
-        blocked = guard.blocked
-        values['collision'] = 'free' if blocked is None else (
-            f'held ({blocked.action}): {blocked.pair[0]} / {blocked.pair[1]} at '
-            f'{blocked.distance:.4f} m')
+        held, last = guard.blocked, guard.last_hold
+        values['collision'] = 'free' if held is None else \
+            f'held ({held.action}): {_pair_text(held)}'
+        values['collision_last_hold'] = 'none' if last is None else \
+            f'{last.action}: {_pair_text(last)}'
         return values
 
     def held(self) -> bool:
@@ -252,3 +253,8 @@ def shape_marker(shape: Shape) -> Optional[Marker]:
         return None   # meshes: their hull is not drawn (the marker of the user's mesh is)
     m.pose = pose_msg(pose[:3, 3], matrix_to_quaternion(pose[:3, :3]))
     return m
+
+
+def _pair_text(hold: Blocked) -> str:
+    """Return 'a / b at 0.0100 m': the pair that held the arm and its distance."""
+    return f'{hold.pair[0]} / {hold.pair[1]} at {hold.distance:.4f} m'

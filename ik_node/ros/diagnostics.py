@@ -29,7 +29,7 @@ from ik_node.core.motion.tracker import TrackerStatus
 
 
 def level_and_message(status: Optional[TrackerStatus], stale: str) -> Tuple[bytes, str]:
-    """Return (DiagnosticStatus level, message): no model, stale feedback, unreachable, or OK."""
+    """Return (level, message): no model, stale feedback, unreachable, in collision, or OK."""
     if status is None:
         return DiagnosticStatus.WARN, 'waiting for the robot model'
     if stale:
@@ -39,6 +39,8 @@ def level_and_message(status: Optional[TrackerStatus], stale: str) -> Tuple[byte
         return DiagnosticStatus.WARN, f'target unreachable: {target.reason}'
     if res is not None and not res.success:
         return DiagnosticStatus.WARN, f'unreachable: {res.reason}'
+    if target is not None and target.in_collision:
+        return DiagnosticStatus.WARN, f'target reachable, but in collision ({target.in_collision})'
     return DiagnosticStatus.OK, 'target reachable'
 
 
@@ -52,7 +54,8 @@ def tracker_values(status: TrackerStatus) -> Dict[str, str]:
     target, res = status.target_result, status.last_result
     if target is not None:
         values.update({'target_reachable': str(target.success).lower(),
-                       'target_reason': target.reason})
+                       'target_reason': target.reason,
+                       'target_in_collision': target.in_collision or 'no'})
     if res is not None:
         values.update({'reachable': str(res.success).lower(),
                        'position_error_m': f'{res.position_error:.3g}',

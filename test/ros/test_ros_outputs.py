@@ -118,6 +118,28 @@ def test_diagnostics_read_the_snapshot():
     assert 0.0 < p50 <= p99 <= top
 
 
+def test_diagnostics_say_reachable_but_in_collision_and_name_the_pair():
+    pytest.importorskip('coal', reason='coal is not installed: collision is off without it')
+    from ik_node.core.collision.guard import CollisionGuard
+    from ik_node.core.collision.shapes import checked_shape
+    from ik_node.geometry import collision_model
+    from models import ARMS
+    chain, _, q0 = CHAINS['iiwa14']
+    model, _ = collision_model(ARMS['iiwa14'][0].read_text(), chain, home=q0)
+    target = chain.forward(q0)
+    model.set_obstacles({'ball': (checked_shape('sphere', (0.03,), target, source='ball'),)})
+    tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), q0, 0.0)
+    tracker.guard = CollisionGuard(model, 0.01)
+    tracker.add_target(0.0, target)          # the tool inside the ball: no free solution
+    tracker.check_reachability()
+    status = tracker.status()
+    level, message = diagnostics.level_and_message(status, '')
+    assert level == DiagnosticStatus.WARN, message
+    assert message.startswith('target reachable, but in collision (') and 'with ball)' in message
+    values = diagnostics.tracker_values(status)
+    assert values['target_reachable'] == 'true' and values['target_in_collision'].endswith('ball')
+
+
 @pytest.mark.parametrize('age, expected', [(0.05, 'ok'), (0.5, 'stale')])
 def test_feedback_diagnostics_say_stale_past_the_timeout(age, expected):
     from ik_node.core.motion.feedback import FeedbackPolicy

@@ -84,7 +84,9 @@ class Run:
         """Start at q0, time 0."""
         # A short solver budget: the guard is judged here, not the IK.
         config = TrackerConfig(ik_timeout=0.005, smoothing=smoothing)
-        self.tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, q0, 0.0)
+        solver = make_solver(chain, 'auto')
+        solver.warm_up(np.asarray(q0, dtype=float))   # as the node does before its first tick
+        self.tracker = MotionTracker(chain, solver, config, q0, 0.0)
         self.guard = CollisionGuard(model, MARGIN)
         self.tracker.guard = self.guard
         self.stream = CommandStream(self.tracker, PERIOD, controller_lead(PERIOD, 0.03), JERK,
@@ -267,5 +269,119 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
         run.tracker.add_target(run.now, chain.forward(run.tracker.q))
         run.go(6.0, until=lambda: run.guard.blocked is None)
         assert run.guard.blocked is None
+    finally:
+        model.set_obstacles({})
+
+
+# The links whose frames are an arm's shoulder, elbow and wrist centre.
+ELBOW = {'iiwa14': ('iiwa_link_2', 'iiwa_link_4', 'iiwa_link_6')}
+
+
+def ball_at(raw, base, link, values, radius):
+    """Return a sphere obstacle (name, shapes) at a link's frame, placed by the oracle's FK."""
+    pose = np.eye(4)
+    pose[:3, 3] = raw.pose(base, link, values)[:3, 3]
+    return {'ball': (checked_shape('sphere', (radius,), pose, source='ball'),)}
+
+
+def ball_outside_the_elbow(raw, base, arm, values, radius):
+    """Return a sphere obstacle whose surface passes through the elbow, on its outer side.
+
+    Outer: away from the shoulder-wrist line (oracle FK), so that another
+    swivel angle or the mirrored elbow clears it.
+    """
+    s, e, w = (raw.pose(base, link, values)[:3, 3] for link in ELBOW[arm])
+    axis = (w - s) / np.linalg.norm(w - s)
+    out = (e - s) - ((e - s) @ axis) * axis
+    pose = np.eye(4)
+    pose[:3, 3] = e + radius * out / np.linalg.norm(out)
+    return {'ball': (checked_shape('sphere', (radius,), pose, source='ball'),)}
+
+
+def oracle_clearance(xml, chain, model, q, raw):
+    """Return the certified lowest distance (m) from the model's links to the ball at q."""
+    solids = RobotSolids(xml, raw, chain.base_link, [b.link for b in model.bodies])
+    values = dict(zip(chain.joint_names, q))
+    (ball,) = model.obstacles['ball']
+    lowest = np.inf
+    for link in solids.solids:
+        for solid in solids.posed(link, values):
+            low, _ = distance_interval(solid, (ball.kind, ball.size, ball.pose), MARGIN)
+            lowest = min(lowest, low)
+    return lowest
+
+
+# The iiwa14, with both ways of searching: the closed form's branches and
+# swivel angles, and the Jacobian solver from other starting joints. (The
+# other bundled arms' capsules keep their folded wrists or forearms inside the
+# margin at every other solution of such poses: there is no free one to find.)
+@pytest.mark.parametrize('arm, solver_name', [('iiwa14', 'analytic'), ('iiwa14', 'jacobian')])
+def test_a_pose_whose_nearest_solution_hits_an_obstacle_is_solved_free_elsewhere(
+        arm, solver_name):
+    from ik_node.core.collision.free import FreeSolutions
+    chain, xml, model = arm_model(arm)
+    raw = RawModel(xml)
+    q0 = np.array(HOME[arm])
+    pose = chain.forward(q0)
+    model.set_obstacles(ball_outside_the_elbow(raw, chain.base_link, arm,
+                                               dict(zip(chain.joint_names, q0)), 0.06))
+    try:
+        solver = make_solver(chain, solver_name)
+        solver.warm_up(q0)   # as the node does before its first tick
+        nearest = solver.solve(pose, q0)
+        assert nearest.success and oracle_clearance(xml, chain, model, nearest.q, raw) < 0.0
+        free = FreeSolutions(CollisionGuard(model, MARGIN)).prefer_free(
+            solver, pose, q0, None, nearest)
+        assert free.success and free.in_collision == ''
+        # The pose by the oracle's FK, the clearance by the oracle's geometry.
+        tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, free.q)))
+        np.testing.assert_allclose(tip, pose, atol=1e-5)
+        assert oracle_clearance(xml, chain, model, free.q, raw) >= MARGIN - 1e-6
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('arm', ['iiwa14', 'ur5e'])
+def test_a_pose_inside_an_obstacle_is_reachable_but_in_collision_and_names_the_pair(arm):
+    from ik_node.core.collision.free import FreeSolutions
+    chain, xml, model = arm_model(arm)
+    raw = RawModel(xml)
+    q0 = np.array(HOME[arm])
+    pose = chain.forward(q0)
+    model.set_obstacles(ball_at(raw, chain.base_link, chain.tip_link,
+                                dict(zip(chain.joint_names, q0)), 0.03))
+    try:
+        solver = make_solver(chain, 'auto')
+        solver.warm_up(q0)
+        res = FreeSolutions(CollisionGuard(model, MARGIN)).prefer_free(
+            solver, pose, q0, None, solver.solve(pose, q0))
+        assert res.success and res.in_collision.endswith(' with ball'), res.in_collision
+        np.testing.assert_allclose(chain.forward(res.q), pose, atol=1e-6)
+    finally:
+        model.set_obstacles({})
+
+
+def test_without_smoothing_the_arm_goes_to_the_free_solution_and_keeps_the_margin_on_the_way():
+    chain, xml, model = arm_model('iiwa14')
+    raw = RawModel(xml)
+    q0 = np.array(HOME['iiwa14'])
+    q_target = q0 + [0.3, 0.2, 0.0, 0.2, 0.0, -0.2, 0.0]
+    pose = chain.forward(q_target)
+    model.set_obstacles(ball_outside_the_elbow(raw, chain.base_link, 'iiwa14',
+                                               dict(zip(chain.joint_names, q_target)), 0.06))
+    try:
+        run = Run('iiwa14', model, chain, q0, False)
+        run.tracker.add_target(0.0, pose)
+        run.go(10.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
+        q = run.tracker.q
+        tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, q)))
+        assert np.linalg.norm(tip[:3, 3] - pose[:3, 3]) < 1e-3
+        # The reachability check's answer, the goal from the first tick, is free.
+        checked = run.tracker.status().target_result
+        assert checked.success and checked.in_collision == ''
+        assert oracle_clearance(xml, chain, model, checked.q, raw) >= MARGIN - 1e-6
+        assert oracle_clearance(xml, chain, model, q, raw) >= MARGIN - SLACK
+        if run.closest:
+            certify(xml, chain, model, run.closest, run.floor)
     finally:
         model.set_obstacles({})

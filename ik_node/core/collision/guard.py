@@ -97,12 +97,14 @@ class CollisionGuard:
         self.model = model
         self.margin = float(margin)
         self.blocked: Optional[Blocked] = None
+        self.last_hold: Optional[Blocked] = None   # the newest hold, kept when free again
         self.holds = 0   # steps slid or braked since start
         self._free_for = 0.0   # s of free steps since the last hold
         self._lipschitz = self._point_speed_bound()
         self._floor_q: Optional[FloatArray] = None
         self._floor = -math.inf
         self._known: dict = {}   # recent configurations (bytes) -> their near pairs
+        self.generation = 0   # counts changes of the world, margin or pairs
 
     def _point_speed_bound(self) -> FloatArray:
         """(n,) m per rad (m per m) bound on any shape point's motion per unit joint travel."""
@@ -119,6 +121,7 @@ class CollisionGuard:
         """Forget what is known of distances (the world, the margin or the pairs changed)."""
         self._floor_q, self._floor = None, -math.inf
         self._known = {}
+        self.generation += 1
 
     def set_margin(self, margin: float) -> None:
         """Use a new margin, m, from the next step on."""
@@ -261,6 +264,7 @@ class CollisionGuard:
         config, near, row = self._refused
         self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
                                float(near.distance[row]), action)
+        self.last_hold = self.blocked
         self.holds += 1
         self._free_for = 0.0
 

@@ -56,6 +56,9 @@ class IKResult:
         restarts: random restarts used (0 when the first attempt succeeded).
         elapsed_s: wall-clock time of the solve, seconds.
         reason: why the solve failed ('' on success).
+        in_collision: on success, the checked pair ('A with B') inside the
+            collision margin at q when no free solution was found ('' when
+            free or not checked; ik_node.core.collision.free).
 
     """
 
@@ -67,6 +70,7 @@ class IKResult:
     restarts: int = 0
     elapsed_s: float = 0.0
     reason: str = ''
+    in_collision: str = ''
 
     __eq__ = fields_equal
     __hash__ = None  # type: ignore[assignment]  # equal by value, arrays inside

@@ -27,7 +27,7 @@ import collections
 from dataclasses import dataclass, field
 import math
 import time as _time
-from typing import Deque, Optional, Tuple
+from typing import Deque, Optional, Tuple, TYPE_CHECKING
 
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.local import follow
@@ -35,6 +35,9 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.poses import pose_error
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:   # the collision layer is optional (coal)
+    from ik_node.core.collision.free import FreeSolutions
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -115,6 +118,8 @@ class GoalSelector:
         # (pose, squared residual, goal) chosen for an unreachable pose.
         self._fallback: Optional[Tuple[FloatArray, float, FloatArray]] = None
         self.local_solves = 0
+        # With collision checking: the free solutions preferred (set by the tracker).
+        self.free: Optional['FreeSolutions'] = None
 
     @property
     def falling_back(self) -> bool:
@@ -143,7 +148,7 @@ class GoalSelector:
         ``reference`` the joints to start from, ``direct``: the pose is the
         newest target without smoothing (its solve is the reachability check).
         """
-        res = self.solve(pose, reference, pole)
+        res = self.solve_free(pose, reference, pole)
         if direct and self.target_unchecked:
             # The newest target solved from the current joints: that is the
             # reachability check, no need to solve it twice.
@@ -239,13 +244,23 @@ class GoalSelector:
         self.stats.last_result = res
         return res
 
+    def solve_free(self, pose: FloatArray, start: FloatArray,
+                   pole: Optional[FloatArray]) -> IKResult:
+        """Solve ``pose`` from ``start`` (n,); with collision checking, prefer a free answer."""
+        res = self.solve(pose, start, pole)
+        if self.free is None:
+            return res
+        res = self.free.prefer_free(self.solver, pose, start, pole, res)
+        self.stats.last_result = res
+        return res
+
     def check(self, target: FloatArray, q: FloatArray,
               pole: Optional[FloatArray]) -> Optional[IKResult]:
         """Solve the newest target from joints q once; None if already checked."""
         if not self.target_unchecked:
             return None
         self.target_unchecked = False
-        self.target_result = self.solve(target, q, pole)
+        self.target_result = self.solve_free(target, q, pole)
         return self.target_result
 
     def goal_of(self, pose: FloatArray, res: IKResult, q: FloatArray) -> FloatArray:

@@ -42,8 +42,9 @@ model changes, by construction.
 
 from dataclasses import dataclass
 import math
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
+from ik_node.core.collision.free import FreeSolutions
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import IKResult, IKSolver
@@ -190,11 +191,21 @@ class MotionTracker:
         # (source mode, goal, time) of the previous command: the goal's velocity.
         self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
         self._stop_q = self.q
-        #: The collision constraint of the step (None: no geometry, nothing checked).
-        self.guard: Optional[CollisionGuard] = None
+        self._guard: Optional[CollisionGuard] = None
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
+
+    @property
+    def guard(self) -> Optional[CollisionGuard]:
+        """The collision constraint of the step (None: no geometry, nothing checked)."""
+        return self._guard
+
+    @guard.setter
+    def guard(self, guard: Optional[CollisionGuard]) -> None:
+        """Check every step against ``guard`` and prefer its free IK solutions (None: neither)."""
+        self._guard = guard
+        self.goals.free = None if guard is None else FreeSolutions(guard)
 
     @property
     def joint_names(self) -> List[str]:
@@ -637,14 +648,15 @@ class MotionTracker:
         slid = guard.slid_goal(self.q, goal)
         if slid is not None:
             slid = np.clip(slid, c.lower, c.upper)
-            for step in self._slid_steps(slid, dt, speeds):
-                if guard.admits(self.q, *step, self._a_max, c.lower, c.upper):
+            for q2, v2 in self._slid_steps(slid, dt, speeds):
+                if guard.admits(self.q, q2, v2, self._a_max, c.lower, c.upper):
                     guard.note_held('slid')
-                    return step
+                    return q2, v2
         guard.note_held('braked')
         return self._limited(np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
 
-    def _slid_steps(self, slid: FloatArray, dt: float, speeds: Optional[FloatArray]):
+    def _slid_steps(self, slid: FloatArray, dt: float, speeds: Optional[FloatArray]
+                    ) -> Iterator[Tuple[FloatArray, FloatArray]]:
         """Yield the steps (q', v') toward the slid goal (n,) to try, in order."""
         yield self._limited(slid, np.zeros(self.chain.n), dt, speeds)
         along = step_along(self.q, self.v, slid, dt,

@@ -191,6 +191,8 @@ class AnalyticOffsetWrist(ClosedFormSolver):
         # The searches for a q7 to move to, whether or not this pose needed them.
         self._coarse_move(target, float(moved[6]), q)
         self._nearest_feasible(target, float(moved[6]), BRANCHES, self.branch_of(q))
+        # Every branch at once, as collision.free searches them.
+        self.solve_batch(np.broadcast_to(target, (8, 4, 4)), np.full(8, q[6]), BRANCHES)
 
     # -- the kernels, with this backend's containers ------------------------------
 

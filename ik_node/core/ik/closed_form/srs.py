@@ -184,6 +184,8 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         self.solve(target)
         self.feasible_swivel(target, self.branch_of(q))
         self.solve(target, q, pole=self.model.shoulder + np.array([0.0, 0.0, 1.0]))
+        # Every branch at once, as collision.free searches them.
+        self.solve_batch(np.broadcast_to(target, (8, 4, 4)), np.zeros(8), BRANCHES)
 
     # -- the kernels, with this backend's containers ------------------------------
 

@@ -1,0 +1,189 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Collision-free IK solutions: the free one nearest the reference, or the pair that is hit.
+
+A pose usually has many joint solutions: the analytic solvers' branches
+(shoulder, elbow, wrist flips) and swivel angles, the Jacobian solver's
+basins. The solver returns the one nearest the reference; when that one
+brings a checked pair inside the collision margin, :class:`FreeSolutions`
+looks for others. A closed form with ``solve_batch`` gives every branch at
+BRANCH_SAMPLES values of its free parameter (the swivel angle, or q7 on an
+offset wrist); they are checked nearest the reference first (Euclidean in
+joint space), and the first free one is the answer. Another solver is asked
+again from other starting joints (the reference with one joint turned half
+a turn, then seeded random joints within the limits), and the successful,
+free answer nearest the reference is kept.
+When none is free the solver's answer stays, marked ``in_collision`` with
+the closest pair: the target is reachable, but in collision, and the guard
+stops the arm at the margin on its way there.
+
+The search runs once per pose and answer (remembered for the next ticks at
+the same target) and within SEARCH_BUDGET_S of wall-clock time, so a tick
+that meets a new target stays within the node's period. Seeds come from one
+fixed generator per search: the same pose from the same joints gets the same
+answer.
+"""
+
+import dataclasses
+import inspect
+import time as _time
+from typing import List, Optional, Tuple
+
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.ik.base import IKResult, IKSolver
+from ik_node.core.ik.closed_form.base import BRANCHES
+from ik_node.core.poses import pose_error
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+# Values of a closed form's free parameter (the swivel angle, or q7) sampled
+# per search; every branch at each is a candidate.
+BRANCH_SAMPLES = 24
+# Other starting joints tried per search (solvers without branches): the reference with each joint
+# flipped by half a turn where the limits allow, then seeded random ones.
+RANDOM_SEEDS = 12
+# Wall-clock time a search may take, s (a solve started before runs to its end).
+SEARCH_BUDGET_S = 0.01
+
+
+def closest_pair(guard: CollisionGuard, q: FloatArray) -> Optional[Tuple[str, str]]:
+    """Return the checked pair (two names) closest inside the margin at q (n,), or None."""
+    near = guard.model.distances(q, guard.margin)
+    if near.pairs.size == 0:
+        return None
+    return guard.model.pair_names(int(near.pairs[int(np.argmin(near.distance))]))
+
+
+class FreeSolutions:
+    """Turns a solver's answer for a pose into the free one nearest the reference (module doc).
+
+    Args:
+        guard: the collision guard (its model and margin, read at each search).
+
+    """
+
+    def __init__(self, guard: CollisionGuard):
+        """Nothing searched yet."""
+        self.guard = guard
+        self.searches = 0   # searches run (an answer inside the margin)
+        self._last: Optional[Tuple[tuple, IKResult]] = None
+
+    def prefer_free(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
+                    pole: Optional[FloatArray], res: IKResult) -> IKResult:
+        """Return ``res`` if it is free, else the free solution of pose nearest reference.
+
+        Args:
+            solver: the solver that gave ``res`` (asked again from other joints).
+            pose: (4, 4) the pose solved, base frame.
+            reference: (n,) joints the answer should be near.
+            pole: the elbow pole point (3,) the solve used, or None.
+            res: the solver's answer for pose from reference.
+
+        Returns:
+            A successful IKResult whose joints keep the margin, or ``res``
+            (with ``in_collision`` naming the closest pair when it is
+            successful but no free answer was found).
+
+        """
+        if not res.success:
+            return res
+        # The same pose and answer in the same world: the same choice.
+        key = (pose.tobytes(), res.q.tobytes(), self.guard.generation)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        hit = closest_pair(self.guard, res.q)
+        chosen = res if hit is None else self._search(solver, pose, reference, pole, res, hit)
+        self._last = (key, chosen)
+        return chosen
+
+    def _search(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
+                pole: Optional[FloatArray], res: IKResult, hit: Tuple[str, str]) -> IKResult:
+        """Look for other solutions; return the free one nearest reference, else res marked."""
+        self.searches += 1
+        start = _time.perf_counter()
+        if _branch_parameter(solver) is not None:
+            best = self._nearest_free(self._branches(solver, pose), reference, start)
+        else:
+            best = self._first_free_seeded(solver, pose, reference, pole, start)
+        if best is None:
+            return dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
+        pos, rot = pose_error(pose, self.guard.model.chain.forward(best))
+        return IKResult(best, True, pos, rot, res.iterations, res.restarts,
+                        res.elapsed_s + _time.perf_counter() - start)
+
+    def _branches(self, solver: IKSolver, pose: FloatArray) -> List[FloatArray]:
+        """Return every valid branch at BRANCH_SAMPLES values of the solver's free parameter."""
+        chain = self.guard.model.chain
+        if _branch_parameter(solver) == 'swivel':
+            values = np.linspace(-np.pi, np.pi, BRANCH_SAMPLES, endpoint=False)
+        else:   # q7, within its limits
+            lo, hi = (float(x) if np.isfinite(x) else float(np.copysign(np.pi, x))
+                      for x in (chain.lower[-1], chain.upper[-1]))
+            values = np.linspace(lo, hi, BRANCH_SAMPLES)
+        rows = len(values) * len(BRANCHES)
+        q, valid = solver.solve_batch(   # type: ignore[attr-defined]
+            np.broadcast_to(pose, (rows, 4, 4)), np.repeat(values, len(BRANCHES)),
+            np.tile(BRANCHES, (len(values), 1)))
+        return list(q[valid])
+
+    def _nearest_free(self, candidates: List[FloatArray], reference: FloatArray,
+                      start: float) -> Optional[FloatArray]:
+        """Return the free candidate nearest reference, checked nearest first (within budget)."""
+        order = sorted(range(len(candidates)),
+                       key=lambda k: float(np.sum((candidates[k] - reference) ** 2)))
+        for k in order:
+            if _time.perf_counter() - start > SEARCH_BUDGET_S:
+                return None
+            if closest_pair(self.guard, candidates[k]) is None:
+                return candidates[k]
+        return None
+
+    def _first_free_seeded(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
+                           pole: Optional[FloatArray], start: float) -> Optional[FloatArray]:
+        """Solve from other starting joints; return the free answer nearest reference."""
+        best, best_cost = None, np.inf
+        for seed in self._seeds(reference):
+            if _time.perf_counter() - start > SEARCH_BUDGET_S:
+                break
+            alt = solver.solve(pose, seed, pole=pole)
+            cost = float(np.sum((alt.q - reference) ** 2)) if alt.success else np.inf
+            if cost < best_cost and closest_pair(self.guard, alt.q) is None:
+                best, best_cost = alt.q, cost
+        return best
+
+    def _seeds(self, reference: FloatArray):
+        """Yield (n,) starting joints: the reference's flips, then seeded random joints."""
+        chain = self.guard.model.chain
+        lower = np.where(np.isfinite(chain.lower), chain.lower, -np.pi)
+        upper = np.where(np.isfinite(chain.upper), chain.upper, np.pi)
+        for i in range(chain.n):
+            flipped = reference.copy()
+            flipped[i] += np.pi if reference[i] + np.pi <= upper[i] else -np.pi
+            if lower[i] <= flipped[i] <= upper[i]:
+                yield flipped
+        rng = np.random.default_rng(0)
+        for _ in range(RANDOM_SEEDS):
+            yield rng.uniform(lower, upper)
+
+
+def _branch_parameter(solver: IKSolver) -> Optional[str]:
+    """Return the closed form's free parameter ('swivel' or 'q7'), None without solve_batch."""
+    solve_batch = getattr(solver, 'solve_batch', None)
+    if solve_batch is None:
+        return None
+    names = list(inspect.signature(solve_batch).parameters)
+    return names[1] if len(names) >= 2 and names[1] in ('swivel', 'q7') else None
