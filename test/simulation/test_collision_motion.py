@@ -353,10 +353,21 @@ def test_a_pose_inside_an_obstacle_is_reachable_but_in_collision_and_names_the_p
     try:
         solver = make_solver(chain, 'auto')
         solver.warm_up(q0)
-        res = FreeSolutions(CollisionGuard(model, MARGIN)).prefer_free(
-            solver, pose, q0, None, solver.solve(pose, q0))
+        guard = CollisionGuard(model, MARGIN)
+        free = FreeSolutions(guard)
+        res = free.prefer_free(solver, pose, q0, None, solver.solve(pose, q0))
         assert res.success and res.in_collision.endswith(' with ball'), res.in_collision
         np.testing.assert_allclose(chain.forward(res.q), pose, atol=1e-6)
+        # A held arm's next ticks (the measured joints jitter): no search again,
+        # until the world changes.
+        for jitter in (1e-6, -2e-6):
+            again = free.prefer_free(solver, pose, q0 + jitter, None,
+                                     solver.solve(pose, q0 + jitter))
+            assert again.in_collision.endswith(' with ball')
+        assert free.searches == 1
+        guard.changed()
+        free.prefer_free(solver, pose, q0, None, solver.solve(pose, q0))
+        assert free.searches == 2
     finally:
         model.set_obstacles({})
 

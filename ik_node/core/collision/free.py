@@ -29,9 +29,10 @@ When none is free the solver's answer stays, marked ``in_collision`` with
 the closest pair: the target is reachable, but in collision, and the guard
 stops the arm at the margin on its way there.
 
-The search runs once per pose and answer (remembered for the next ticks at
-the same target) and within SEARCH_BUDGET_S of wall-clock time, so a tick
-that meets a new target stays within the node's period. Seeds come from one
+The search runs once per pose (its outcome remembered while the pose and
+the world stay: a held arm's ticks at the same target do not search again)
+and within SEARCH_BUDGET_S of wall-clock time, which the command lead
+covers. Seeds come from one
 fixed generator per search: the same pose from the same joints gets the same
 answer.
 """
@@ -81,6 +82,7 @@ class FreeSolutions:
         self.guard = guard
         self.searches = 0   # searches run (an answer inside the margin)
         self._last: Optional[Tuple[tuple, IKResult]] = None
+        self._searched: Optional[Tuple[tuple, IKResult]] = None
 
     def prefer_free(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
                     pole: Optional[FloatArray], res: IKResult) -> IKResult:
@@ -101,12 +103,20 @@ class FreeSolutions:
         """
         if not res.success:
             return res
-        # The same pose and answer in the same world: the same choice.
-        key = (pose.tobytes(), res.q.tobytes(), self.guard.generation)
-        if self._last is not None and self._last[0] == key:
+        generation = self.guard.generation
+        key = (pose.tobytes(), res.q.tobytes(), generation)
+        if self._last is not None and self._last[0] == key:   # the same answer again
             return self._last[1]
         hit = closest_pair(self.guard, res.q)
-        chosen = res if hit is None else self._search(solver, pose, reference, pole, res, hit)
+        if hit is None:
+            chosen = res
+        elif self._searched is not None and self._searched[0] == (pose.tobytes(), generation):
+            # This pose was searched (from other joints): its outcome holds.
+            chosen = self._searched[1] if not self._searched[1].in_collision else \
+                dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
+        else:
+            chosen = self._search(solver, pose, reference, pole, res, hit)
+            self._searched = ((pose.tobytes(), generation), chosen)
         self._last = (key, chosen)
         return chosen
 
