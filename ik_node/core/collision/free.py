@@ -32,9 +32,8 @@ stops the arm at the margin on its way there.
 The search runs once per pose (its outcome remembered while the pose and
 the world stay: a held arm's ticks at the same target do not search again)
 and within SEARCH_BUDGET_S of wall-clock time, which the command lead
-covers. Seeds come from one
-fixed generator per search: the same pose from the same joints gets the same
-answer.
+covers. Seeds come from one fixed generator per search: the same pose from
+the same joints gets the same answer (when the budget is not what ends it).
 """
 
 import dataclasses
@@ -54,8 +53,8 @@ FloatArray = npt.NDArray[np.float64]
 # Values of a closed form's free parameter (the swivel angle, or q7) sampled
 # per search; every branch at each is a candidate.
 BRANCH_SAMPLES = 24
-# Other starting joints tried per search (solvers without branches): the reference with each joint
-# flipped by half a turn where the limits allow, then seeded random ones.
+# Seeded random starting joints tried per search (solvers without branches),
+# after the reference with each joint turned half a turn.
 RANDOM_SEEDS = 12
 # Wall-clock time a search may take, s (a solve started before runs to its end).
 SEARCH_BUDGET_S = 0.01
