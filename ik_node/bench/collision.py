@@ -19,10 +19,11 @@ spheres, a wall; none within 4 cm of the arm at home) is driven through a
 sequence of targets (reachable ones, one inside an obstacle, one into its
 own base) by the tracker and the 250 Hz jerk-limited command stream, once
 with the collision guard and once without. Per tick: the limiting step's
-time with and without the guard (median and 99th percentile), the guard's
-own distance queries, and the lowest distance over every committed point
-sampled at 1 kHz (the margin it keeps). A second table compares the
-model's distance query (bounding spheres, then coal's narrow phase for the
+time with and without the guard (median and 99th percentile) and the lowest
+distance over every committed point sampled at 1 kHz (the margin it keeps);
+per run, the searches for a free IK solution (how many, the longest:
+ik_node.core.collision.free). A last pair of columns compares the model's
+distance query (bounding spheres, then coal's narrow phase for the
 near pairs) with coal's own broad phase (a DynamicAABBTree manager re-posed
 and asked for the closest pair) on the same configurations.
 """
@@ -106,12 +107,14 @@ def random_obstacles(model, q0, rng, count, clearance=CLEARANCE):
 
 
 def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
-    """Drive the arm through four targets; return (step times s, guard times s, lowest m)."""
-    tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), q0, 0.0)
+    """Drive the arm through four targets; return (step times s, free-search times s, lowest m)."""
+    solver = make_solver(chain, 'auto')
+    solver.warm_up(q0)   # as the node does before its first tick
+    tracker = MotionTracker(chain, solver, TrackerConfig(), q0, 0.0)
     guard = CollisionGuard(model, MARGIN) if guarded else None
     tracker.guard = guard
     stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0, budget_s=0.03)
-    step_times, guard_times = [], []
+    step_times, search_times = [], []
     inner = tracker._step
 
     def timed_step(*args, **kwargs):
@@ -120,6 +123,16 @@ def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
         step_times.append(_time.perf_counter() - start)
         return out
     tracker._step = timed_step
+    if guard is not None:
+        free = tracker.goals.free
+        search = free._search
+
+        def timed_search(*args, **kwargs):
+            start = _time.perf_counter()
+            out = search(*args, **kwargs)
+            search_times.append(_time.perf_counter() - start)
+            return out
+        free._search = timed_search
     targets = [chain.forward(np.clip(q0 + rng.uniform(-0.8, 0.8, chain.n), chain.lower,
                                      chain.upper)) for _ in range(2)]
     inside = chain.forward(q0)
@@ -139,9 +152,7 @@ def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
                 q, _, _ = stream.sample(checked)
                 if int(round(checked / HARDWARE)) % 4 == 0 or lowest < MARGIN + 0.02:
                     lowest = min(lowest, model.distances(q, MARGIN + 0.02).lowest)
-    if guard is not None:
-        guard_times = step_times
-    return np.array(step_times), np.array(guard_times), lowest
+    return np.array(step_times), np.array(search_times), lowest
 
 
 def broad_phase_comparison(model, rng, chain, samples=200):
@@ -196,16 +207,17 @@ def run(args):
         chain, model = arm_and_model(arm)
         q0 = np.array(HOME[arm])
         for count in args.counts:
-            plain, guarded, lowest = [], [], math.inf
+            plain, guarded, searches, lowest = [], [], [], math.inf
             for _ in range(args.runs):
                 scene = int(rng.integers(2 ** 31))
                 obstacles = random_obstacles(model, q0, np.random.default_rng(scene), count)
                 steps, _, _ = drive(chain, model, q0, np.random.default_rng(scene), False,
                                     obstacles)
                 plain.append(steps)
-                steps, _, low = drive(chain, model, q0, np.random.default_rng(scene), True,
-                                      obstacles)
+                steps, searched, low = drive(chain, model, q0, np.random.default_rng(scene),
+                                             True, obstacles)
                 guarded.append(steps)
+                searches.extend(searched)
                 lowest = min(lowest, low)
             ours, theirs = broad_phase_comparison(model, rng, chain)
             p, g = np.concatenate(plain), np.concatenate(guarded)
@@ -216,6 +228,8 @@ def run(args):
                          'guarded_p99_ms': 1e3 * float(np.percentile(g, 99)),
                          'constraint_p50_ms': 1e3 * float(np.median(g) - np.median(p)),
                          'lowest_distance_m': lowest,
+                         'free_searches': len(searches),
+                         'free_search_max_ms': 1e3 * max(searches, default=0.0),
                          'query_ours_ms': 1e3 * ours, 'query_coal_broadphase_ms': 1e3 * theirs})
             model.set_obstacles({})
     report = {'benchmark': 'collision', 'seed': args.seed, 'machine': machine_info(),
@@ -231,7 +245,7 @@ def run(args):
           f'obstacle, one into the base), 250 Hz steps, margin {MARGIN} m; the limiting step '
           f'timed without and with the guard; lowest distance over 1 kHz samples')
     keys = ['arm', 'obstacles', 'pairs', 'step_p50_ms', 'step_p99_ms', 'guarded_p50_ms',
-            'guarded_p99_ms', 'constraint_p50_ms', 'lowest_distance_m', 'query_ours_ms',
-            'query_coal_broadphase_ms']
+            'guarded_p99_ms', 'constraint_p50_ms', 'lowest_distance_m', 'free_searches',
+            'free_search_max_ms', 'query_ours_ms', 'query_coal_broadphase_ms']
     print_table(keys, [[cell(r[k]) for k in keys] for r in rows])
     return 0
