@@ -205,13 +205,12 @@ class IKNode(Node):
             self.create_subscription(String, 'robot_description',
                                      self._guarded(self._on_description), latched)
             self.get_logger().info('waiting for the robot model on the robot_description topic')
-        # Side outputs: (every how many ticks, at which tick of that cycle, publisher).
-        self._ticks = 0
+        # Side outputs, by the clock (ticks that run late must not starve them):
+        # [period s, offset s, next due time (None: from the first tick), publisher].
         self._side_outputs = []
         for k, (hz, publish) in enumerate(((DIAGNOSTICS_HZ, self._publish_diagnostics),
                                            (MARKERS_HZ, self._publish_markers))):
-            every = max(1, round(rate / hz))
-            self._side_outputs.append((every, (every * k) // 2, self._guarded(publish)))
+            self._side_outputs.append([1.0 / hz, k * 0.5 / hz, None, self._guarded(publish)])
         self.create_timer(self._period, self._guarded(self._tick))
         if self.output == 'position_array':
             array_rate = self.get_parameter('controller_rate').value or rate
@@ -627,10 +626,18 @@ class IKNode(Node):
         self.solvers.switch_when_compiled(self.tracker)
         if self.tracker is not None and not self._stopping and self._command(stamp, now):
             self.tracker.check_reachability()
-        self._ticks += 1
-        for every, phase, publish in self._side_outputs:
-            if self._ticks % every == phase:
+        self._publish_side_outputs(now)
+
+    def _publish_side_outputs(self, now: float) -> None:
+        """Publish each side output (diagnostics, markers) that is due at ``now`` (s)."""
+        for side in self._side_outputs:
+            period, offset, due, publish = side
+            if due is None or now < due - period:   # the first tick, or the clock went back
+                due = side[2] = now + offset
+            if now >= due:
                 publish()
+                due += period
+                side[2] = due if due > now else now + period   # fell behind: no burst
 
     def _command(self, stamp, now: float) -> bool:
         """Plan to now + lead and publish; False when stale feedback holds it back.

@@ -183,14 +183,16 @@ def test_a_larger_margin_at_run_time_holds_the_arm_where_it_is_inside_it():
     try:
         node.ready(60.0)
         node.send(below_the_floor())
-        assert node.wait(lambda: (node.diagnostic('collision') or '').startswith('held'), 30.0)
+        assert node.wait(lambda: (node.diagnostic('collision') or '').startswith('held'),
+                         30.0), node.output()
         node.spin(1.0)
         at = judge.floor_clearance(node.joints[-1])
         assert client.wait_for_service(timeout_sec=10.0)
         future = client.call_async(SetParameters.Request(parameters=[
             Parameter('collision_margin', value=0.05).to_parameter_msg()]))
         assert node.wait(future.done, 10.0) and future.result().results[0].successful
-        assert node.wait(lambda: node.diagnostic('collision_margin') == '0.05', 10.0)
+        assert node.wait(lambda: node.diagnostic('collision_margin') == '0.05', 10.0), \
+            (node.diagnostic('collision_margin'), len(node.diagnostics), node.output())
         count = len(node.joints)
         node.spin(2.0)
         # Inside the new margin, toward a target below the floor: never closer.

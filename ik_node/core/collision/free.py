@@ -30,10 +30,13 @@ the closest pair: the target is reachable, but in collision, and the guard
 stops the arm at the margin on its way there.
 
 The search runs once per pose (its outcome remembered while the pose and
-the world stay: a held arm's ticks at the same target do not search again)
-and within SEARCH_BUDGET_S of wall-clock time, which the command lead
-covers. Seeds come from one fixed generator per search: the same pose from
-the same joints gets the same answer (when the budget is not what ends it).
+the world stay: a held arm's ticks at the same target do not search again).
+Its cost is bounded: a closed form's candidates are checked up to
+MAX_CHECKS of them (a count, so the answer does not depend on the machine's
+load: ~7 ms quiet on the 2-core test machine), and the seeded solves stop at
+``budget_s`` of wall-clock time (the Jacobian solver is bounded by time
+anyway). Both fit in the command lead. Seeds come from one fixed generator
+per search.
 """
 
 import dataclasses
@@ -56,7 +59,10 @@ BRANCH_SAMPLES = 24
 # Seeded random starting joints tried per search (solvers without branches),
 # after the reference with each joint turned half a turn.
 RANDOM_SEEDS = 12
-# Wall-clock time a search may take, s (a solve started before runs to its end).
+# Candidates of a closed form checked per search, nearest the reference first.
+MAX_CHECKS = 24
+# Wall-clock time the seeded solves of a search may take, s (a solve started
+# before runs to its end).
 SEARCH_BUDGET_S = 0.01
 
 
@@ -73,12 +79,14 @@ class FreeSolutions:
 
     Args:
         guard: the collision guard (its model and margin, read at each search).
+        budget_s: wall-clock time of a search's seeded solves, s.
 
     """
 
-    def __init__(self, guard: CollisionGuard):
+    def __init__(self, guard: CollisionGuard, budget_s: float = SEARCH_BUDGET_S):
         """Nothing searched yet."""
         self.guard = guard
+        self.budget_s = float(budget_s)
         self.searches = 0   # searches run (an answer inside the margin)
         self._last: Optional[Tuple[tuple, IKResult]] = None
         self._searched: Optional[Tuple[tuple, IKResult]] = None
@@ -125,7 +133,7 @@ class FreeSolutions:
         self.searches += 1
         start = _time.perf_counter()
         if _branch_parameter(solver) is not None:
-            best = self._nearest_free(self._branches(solver, pose), reference, start)
+            best = self._nearest_free(self._branches(solver, pose), reference)
         else:
             best = self._first_free_seeded(solver, pose, reference, pole, start)
         if best is None:
@@ -149,14 +157,12 @@ class FreeSolutions:
             np.tile(BRANCHES, (len(values), 1)))
         return list(q[valid])
 
-    def _nearest_free(self, candidates: List[FloatArray], reference: FloatArray,
-                      start: float) -> Optional[FloatArray]:
-        """Return the free candidate nearest reference, checked nearest first (within budget)."""
+    def _nearest_free(self, candidates: List[FloatArray],
+                      reference: FloatArray) -> Optional[FloatArray]:
+        """Return the free candidate nearest reference among the MAX_CHECKS nearest, or None."""
         order = sorted(range(len(candidates)),
                        key=lambda k: float(np.sum((candidates[k] - reference) ** 2)))
-        for k in order:
-            if _time.perf_counter() - start > SEARCH_BUDGET_S:
-                return None
+        for k in order[:MAX_CHECKS]:
             if closest_pair(self.guard, candidates[k]) is None:
                 return candidates[k]
         return None
@@ -166,7 +172,7 @@ class FreeSolutions:
         """Solve from other starting joints; return the free answer nearest reference."""
         best, best_cost = None, np.inf
         for seed in self._seeds(reference):
-            if _time.perf_counter() - start > SEARCH_BUDGET_S:
+            if _time.perf_counter() - start > self.budget_s:
                 break
             alt = solver.solve(pose, seed, pole=pole)
             cost = float(np.sum((alt.q - reference) ** 2)) if alt.success else np.inf
