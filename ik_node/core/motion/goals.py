@@ -248,7 +248,7 @@ class GoalSelector:
 
     def solve_free(self, pose: FloatArray, start: FloatArray,
                    pole: Optional[FloatArray]) -> IKResult:
-        """Solve ``pose`` (4, 4) from ``start`` (n,); with collision checking, prefer a free answer."""
+        """Solve ``pose`` (4, 4) from ``start`` (n,); with collision checking, prefer free."""
         key = (pose.tobytes(), None if pole is None else pole.tobytes(), id(self.solver),
                None if self.free is None else self.free.guard.generation)
         repeat = self._repeat
