@@ -106,6 +106,16 @@ def random_obstacles(model, q0, rng, count, clearance=CLEARANCE):
     return out
 
 
+def timed(function, times):
+    """Return ``function`` wrapped to append each call's wall-clock time (s) to ``times``."""
+    def wrapper(*args, **kwargs):
+        start = _time.perf_counter()
+        out = function(*args, **kwargs)
+        times.append(_time.perf_counter() - start)
+        return out
+    return wrapper
+
+
 def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
     """Drive the arm through four targets; return (step times s, free-search times s, lowest m)."""
     solver = make_solver(chain, 'auto')
@@ -115,24 +125,10 @@ def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
     tracker.guard = guard
     stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0, budget_s=0.03)
     step_times, search_times = [], []
-    inner = tracker._step
-
-    def timed_step(*args, **kwargs):
-        start = _time.perf_counter()
-        out = inner(*args, **kwargs)
-        step_times.append(_time.perf_counter() - start)
-        return out
-    tracker._step = timed_step
+    tracker._step = timed(tracker._step, step_times)
     if guard is not None:
         free = tracker.goals.free
-        search = free._search
-
-        def timed_search(*args, **kwargs):
-            start = _time.perf_counter()
-            out = search(*args, **kwargs)
-            search_times.append(_time.perf_counter() - start)
-            return out
-        free._search = timed_search
+        free._search = timed(free._search, search_times)
     targets = [chain.forward(np.clip(q0 + rng.uniform(-0.8, 0.8, chain.n), chain.lower,
                                      chain.upper)) for _ in range(2)]
     inside = chain.forward(q0)
