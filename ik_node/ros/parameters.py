@@ -131,7 +131,8 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('command_joint_order', STRINGS, 'joint names in the order of the commands '
           '(default: the chain order)', fixed=True),
     Param('collision_checking', False, "keep the description's <collision> geometry and the "
-          'obstacles apart (needs coal; the bundled configs turn it on)', fixed=True),
+          'obstacles apart, and prefer collision-free IK solutions (needs coal; the bundled '
+          'configs turn it on)', fixed=True),
     Param('collision_margin', 0.01, 'smallest distance kept between any two checked bodies '
           '(links, obstacles), m; an arm inside it may only move out', 0.0, 0.5),
     Param('obstacles_file', '', 'YAML file of obstacles (box, sphere, cylinder, halfspace, '
