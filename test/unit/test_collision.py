@@ -294,3 +294,65 @@ def test_the_stopping_point_keeps_the_margin_a_fast_approach_is_refused_early():
         assert lowest_to(model, q, 'wall') > 0.1
     finally:
         model.set_obstacles({})
+
+
+def test_a_small_obstacle_between_a_free_stop_and_a_fast_arm_is_seen_on_the_way():
+    """The braking path is judged, not only its ends: a ball it runs through refuses the step.
+
+    Both ends (the proposed command and its stopping point) are far from
+    the ball, beyond the near-pair lookahead; the tip's braking path passes
+    through it. (A fresh-seed sweep found the panda's wrist braking through
+    such a ball at 2 rad/s: 8.5 mm inside a 10 mm margin, then in contact.)
+    """
+    chain, xml, model, _ = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    jac = chain.jacobian(q)[:3]
+    v = np.linalg.pinv(jac) @ np.array([2.0, 0.0, 0.0])   # tip along +x at 2 m/s
+    a, dt = np.full(chain.n, 5.0), 0.004
+    q1 = q + v * dt
+    stops = np.abs(v) / a
+    t = 0.5 * stops.max()
+    tt = np.minimum(t, stops)
+    halfway = q1 + v * tt - 0.5 * np.sign(v) * a * tt * tt   # on the braking path
+    stop = q1 + v * np.abs(v) / (2 * a)
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.02],
+                                              'position': list(chain.forward(halfway)[:3, 3])})
+    model.set_obstacles({name: (shape,)})
+    try:
+        assert lowest_to(model, halfway, 'ball') < 0.0          # in the way
+        assert lowest_to(model, q1, 'ball') > 0.05              # both ends far from it
+        assert lowest_to(model, stop, 'ball') > 0.05
+        guard = CollisionGuard(model, 0.01)
+        assert not guard.admits(q, q1, v, a, chain.lower, chain.upper)
+        slow = 0.02 * v   # a few mm to stop: admitted
+        assert guard.admits(q, q + slow * dt, slow, a, chain.lower, chain.upper)
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(5), deadline=None)
+@given(unit=st.lists(st.floats(0.05, 0.95), min_size=7, max_size=7),
+       step=st.lists(st.floats(-0.3, 0.3), min_size=7, max_size=7),
+       centre=st.lists(st.floats(-0.7, 0.7), min_size=3, max_size=3))
+def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
+        arm, unit, step, centre):
+    """|d(q + s dq) - d(q)| <= sweep @ |s dq| for every checked pair, sampled along s in [0, 1]."""
+    chain, xml, model, _ = arm_model(arm)
+    q = q_within(chain, unit[:chain.n])
+    dq = np.array(step[:chain.n])
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.1],
+                                              'position': centre})
+    model.set_obstacles({name: (shape,)})
+    try:
+        start = model.distances(q, math.inf)
+        assert start.pairs.size == len(model.pairs)
+        for s in np.linspace(0.1, 1.0, 10):
+            there = model.distances(q + s * dq, math.inf)
+            change = np.abs(there.distance - start.distance)
+            bound = model.sweep @ np.abs(s * dq)
+            worst = int(np.argmax(change - bound))
+            assert change[worst] <= bound[worst] + 1e-9, (
+                model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
+    finally:
+        model.set_obstacles({})

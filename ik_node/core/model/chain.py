@@ -288,6 +288,26 @@ class Chain:
         travel = mult * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free])) + offset
         return lengths + float(np.sum(travel))
 
+    def reach_beyond_joints(self) -> FloatArray:
+        """Return (m,) for each movable (FK) joint: a bound of any later link origin's distance, m.
+
+        Row k bounds the distance from FK joint k's origin to the origin of every
+        link after it, the tip included: the offsets after it (triangle
+        inequality) plus the travel of the prismatic joints from k on (inf when
+        one is unbounded). A revolute joint k turning by dq moves those points
+        by at most this times dq.
+        """
+        lengths = np.linalg.norm(self._pre_trans, axis=1)
+        after = np.cumsum(lengths[::-1])[::-1] - lengths + float(np.linalg.norm(self._tip[:3, 3]))
+        travel = np.zeros(len(lengths))
+        if self._has_prismatic:
+            free = self._driver[self._prismatic]
+            travel[self._prismatic] = (
+                np.abs(self._mult[self._prismatic])
+                * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free]))
+                + np.abs(self._offset[self._prismatic]))
+        return after + np.cumsum(travel[::-1])[::-1]
+
     def mimic_values(self, q) -> FloatArray:
         """Return the values (m,) of the chain's mimic joints (``mimics``) at joints q (n,)."""
         arr = np.asarray(q, dtype=np.float64)
