@@ -15,12 +15,14 @@
 """The collision constraint of the one limiting step: keep a margin, never get trapped.
 
 :class:`CollisionGuard` judges a proposed step of the joint command, from
-(q, v) to (q1, v1), by two configurations: q1 itself and the point where
-the joints would come to rest if they braked at their acceleration limits
-from there, ``s = q1 + v1 |v1| / (2 a)`` (the limiting step's own braking
-rule). The step is admitted when, for every checked pair, the distance at
-q1 and at s is at least the margin, or (for a pair already inside the
-margin) not smaller than it is now. So:
+(q, v) to (q1, v1), by its braking path: from q1 to the point where the
+joints would come to rest if they braked at their acceleration limits,
+``s = q1 + v1 |v1| / (2 a)`` (the limiting step's own braking rule). The
+step is admitted when, for every checked pair the path may reach (its
+sweep bound, ``CollisionModel.sweep``), the distance at q1, at s, at
+points along the path (one per PATH_PIECE of sweep) and the linearised dip
+from q1 are at least the margin, or (for a pair already inside the margin)
+not smaller than it is now. So:
 
 * closing speed toward a surface is never more than braking can take back
   before the margin (the stopping point keeps it);
@@ -71,8 +73,8 @@ LOOKAHEAD = 0.02
 # The braking path is judged in pieces of at most this much sweep (m: the
 # bound on how far a pair's distance can change over the piece), at most
 # MAX_PATH_PIECES of them.
-PATH_PIECE = 0.1
-MAX_PATH_PIECES = 4
+PATH_PIECE = 0.05
+MAX_PATH_PIECES = 8
 # Pairs farther than the margin plus this (m) are judged by their bounding
 # spheres (a lower bound of the distance) when a braking path may reach them.
 EXACT_REACH = 0.1
@@ -205,14 +207,14 @@ class CollisionGuard:
         if pieces > 1:
             states += self._braking_states(q1, v1, a_max, lower, upper, pieces)
         states.append((stop, None))
-        for config, v in states:
-            if config is not q1:
+        for k, (config, v) in enumerate(states):
+            if k > 0:   # a point on the path: the pairs its own piece may reach
                 near = self._near(config, None if v is None else
-                                  self.model.sweep @ np.abs(stop - config))
+                                  self.model.sweep @ np.abs(states[k + 1][0] - config))
             if near is None:
                 continue
             low = near.distance
-            if config is q1 and np.any(v != 0.0):
+            if v is not None and np.any(v != 0.0):
                 low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
             for row, p in enumerate(near.pairs):
                 d = float(low[row])
