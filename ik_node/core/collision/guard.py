@@ -49,7 +49,7 @@ floor drops below the margin.
 
 from dataclasses import dataclass
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ik_node.core.collision.model import CollisionModel, PairDistances
 import numpy as np
@@ -201,7 +201,7 @@ class CollisionGuard:
         # it, each with its own linearised dip to the stop, as many as its
         # sweep needs (the linearisation's error grows with the square of the
         # way it covers: 1.5 mm over 0.15 rad with one).
-        states = [(q1, v1)]
+        states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
         near = self._near(q1, self.model.sweep @ np.abs(stop - q1))
         pieces = self._path_pieces(near, stop - q1)
         if pieces > 1:
@@ -241,7 +241,8 @@ class CollisionGuard:
 
     @staticmethod
     def _braking_states(q1: FloatArray, v1: FloatArray, a_max: FloatArray, lower: FloatArray,
-                        upper: FloatArray, pieces: int) -> list:
+                        upper: FloatArray, pieces: int
+                        ) -> List[Tuple[FloatArray, Optional[FloatArray]]]:
         """Return [(q, v)] at the inner ends of ``pieces`` equal times of braking from (q1, v1).
 
         Each joint brakes at its own limit (``a_max`` (n,)) to rest; positions
@@ -251,11 +252,11 @@ class CollisionGuard:
             stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
         dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
         end = float(stops.max())
-        states = []
+        states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
         for k in range(1, pieces):
             t = np.minimum(end * k / pieces, stops)
-            states.append((np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper),
-                           np.where(t < stops, v1 - dec * t, 0.0)))
+            v = np.where(t < stops, v1 - dec * t, 0.0).astype(np.float64)
+            states.append((np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper), v))
         return states
 
     def _braking_dip(self, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
