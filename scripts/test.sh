@@ -37,27 +37,6 @@ run() {   # run <junit file> <pytest arguments...>: pytest's exit code, never ab
   return "$code"
 }
 
-# numba's cache, filled once here: every worker that first met a kernel
-# compiled it itself, at once on 2 cores (one test took 283-382 s in CI where
-# it takes 5 s from the cache). Each bundled arm with each solver kind.
-python - <<'PY'
-import time
-
-from ik_node.bench.ik import BUNDLED
-from ik_node.core.model.chain import Chain
-from ik_node.core.motion.tracker import TrackerConfig
-from ik_node.core.warm import compile_kernels
-from ik_node.urdf import bundled_urdf
-
-start = time.monotonic()
-for urdf, base, tip in BUNDLED.values():
-    chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
-    q0 = 0.5 * (chain.lower + chain.upper)
-    for solver in ('auto', 'jacobian'):
-        compile_kernels(chain, solver, q0, TrackerConfig())
-print(f'numba kernels compiled or loaded from the cache in {time.monotonic() - start:.1f} s')
-PY
-
 status=0
 if [ "$#" -eq 0 ]; then
   # Everything but the 'timely' and 'alone' tests, in parallel; then those by
