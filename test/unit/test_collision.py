@@ -347,6 +347,8 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
     try:
         start = model.distances(q, math.inf)
         assert start.pairs.size == len(model.pairs)
+        # The guard's floor uses one bound for every pair, whatever the world.
+        assert np.all(model.sweep <= model.point_speed[None, :] * (1 + 1e-12))
         for s in np.linspace(0.1, 1.0, 10):
             there = model.distances(q + s * dq, math.inf)
             change = np.abs(there.distance - start.distance)

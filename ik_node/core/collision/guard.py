@@ -41,9 +41,9 @@ stopping-point rule keeps the margin). :attr:`blocked` names the pair and
 its distance until the steps have gone free for HOLD_REPORTED_FOR.
 
 Cost: free space costs almost nothing: the smallest distance found last
-(a lower bound between checks) minus the most any shape point can have
-moved since (``lipschitz`` m per rad times the joints' travel, twice for two
-moving bodies) is kept as a floor, and pairs are computed only once the
+(a lower bound between checks) minus the most any pair's distance can have
+changed since (``CollisionModel.point_speed`` m per rad times the joints'
+travel) is kept as a floor, and pairs are computed only once the
 floor drops below the margin.
 """
 
@@ -110,30 +110,11 @@ class CollisionGuard:
         self.last_hold: Optional[Blocked] = None   # the newest hold, kept when free again
         self.holds = 0   # steps slid or braked since start
         self._free_for = 0.0   # s of free steps since the last hold
-        self._lipschitz = self._point_speed_bound()
+        self._lipschitz = model.point_speed   # (n,) m per rad, any pair, any world
         self._floor_q: Optional[FloatArray] = None
         self._floor = -math.inf
         self._known: dict = {}   # recent configurations (bytes) -> their near pairs
         self.generation = 0   # counts changes of the world, margin or pairs
-
-    def _point_speed_bound(self) -> FloatArray:
-        """(n,) m per rad (m per m) bound on the motion of one shape point relative to another.
-
-        A joint turning by dq moves every point after it by at most its reach
-        beyond the joint (``Chain.reach_beyond_joints``, plus the largest
-        shape extent) times dq; a prismatic joint by dq. Twice that: a pair
-        of robot shapes may both move.
-        """
-        chain = self.model.chain
-        extent = max((float(np.linalg.norm(c)) + r for c, r in
-                      zip(self.model._centre, self.model._radius)), default=0.0)
-        arm = chain.reach_beyond_joints() + extent
-        prismatic = np.array(chain.fk_tables.prismatic, dtype=bool)
-        arm[prismatic] = 1.0
-        weight = np.zeros(chain.n)
-        for k, (driver, mult) in enumerate(zip(chain.fk_tables.driver, chain.fk_tables.mult)):
-            weight[driver] += abs(mult) * arm[k]
-        return 2.0 * weight
 
     def changed(self) -> None:
         """Forget what is known of distances (the world, the margin or the pairs changed)."""
@@ -248,9 +229,7 @@ class CollisionGuard:
         Each joint brakes at its own limit (``a_max`` (n,)) to rest; positions
         are kept within the limits.
         """
-        with np.errstate(divide='ignore', invalid='ignore'):
-            stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
-        dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
+        stops, dec = _braking_profile(v1, a_max)
         end = float(stops.max())
         states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
         for k in range(1, pieces):
@@ -272,9 +251,7 @@ class CollisionGuard:
         is at a stop time or at a vertex between two.
         """
         grads = self.model.gradients(q1, near)
-        with np.errstate(divide='ignore', invalid='ignore'):
-            stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
-        dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
+        stops, dec = _braking_profile(v1, a_max)
         times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))   # (m,) breakpoints
         tt = np.minimum(times[:, None], stops[None, :])                     # (m, n)
         lowest = np.min(grads @ (v1 * tt - 0.5 * dec * tt * tt).T, axis=1)  # (K,)
@@ -355,3 +332,14 @@ class CollisionGuard:
         self._free_for += dt
         if self._free_for >= HOLD_REPORTED_FOR:
             self.blocked = None
+
+
+def _braking_profile(v1: FloatArray, a_max: FloatArray) -> Tuple[FloatArray, FloatArray]:
+    """Return each joint's time to rest (n,), s, and signed deceleration (n,), braking from v1.
+
+    Each joint brakes at its own limit ``a_max`` (inf: at once).
+    """
+    with np.errstate(divide='ignore', invalid='ignore'):
+        stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
+    dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
+    return stops, dec

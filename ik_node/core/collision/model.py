@@ -137,6 +137,11 @@ class CollisionModel:
         #: (M, n): a joint frame's rate to the free joints' (multiplier of its driver).
         self._to_free = np.zeros((len(self._axes), chain.n))
         self._to_free[np.arange(len(self._axes)), np.array(fk.driver, dtype=np.int64)] = fk.mult
+        self._arms = self._shape_arms()
+        #: (n,) m per rad (m per m): a bound of every row of ``sweep``, whatever
+        #: the world: how much any checked pair's distance can change per unit
+        #: of each joint's travel.
+        self.point_speed = self._arms.max(axis=0, initial=0.0) @ np.abs(self._to_free)
         self._self_pairs = self._pairs_of_links()
         self._rebuild_world()
         self._frame_cache: dict = {}
@@ -196,6 +201,21 @@ class CollisionModel:
         self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
         self.sweep = self._sweep_matrix()
 
+    def _shape_arms(self) -> FloatArray:
+        """Return (S, M): how far FK joint k's turning by 1 rad can move shape s's points, m.
+
+        The joint-to-shape reach (the spans between, ``Chain.joint_spans``,
+        then the shape's bounding sphere) for a revolute joint, 1 for a
+        prismatic one (m per m), 0 for a joint after the shape's frame.
+        """
+        spans = self.chain.joint_spans()
+        reach = np.concatenate([[0.0], np.cumsum(spans)])   # reach[f + 1]: base to frame f
+        extent = np.linalg.norm(self._centre, axis=1) + self._radius     # (S,)
+        k = np.arange(len(spans))
+        arm = (reach[self._frame + 1][:, None] - reach[k + 1][None, :]) + extent[:, None]
+        arm[:, self._prismatic] = 1.0
+        return np.where(k[None, :] <= self._frame[:, None], arm, 0.0)
+
     def _sweep_matrix(self) -> FloatArray:
         """Return (P, n): how far pair p's two shapes may move toward each other per joint travel.
 
@@ -203,37 +223,18 @@ class CollisionModel:
         ``sweep @ dq`` bounds (m) how much each pair's distance can change on it.
         A world pair moves with every joint up to its robot shape; two robot
         shapes only with the joints between them (the joints before both move
-        them rigidly together). A revolute joint k moves a shape's points by
-        at most the joint-to-shape reach (the offsets between, the prismatic
-        travel between, the shape's bounding sphere) per rad; a prismatic
-        joint by one per m. Mimic joints count through their multipliers.
+        them rigidly together), by the later shape's arms (``_shape_arms``).
+        Mimic joints count through their multipliers.
         """
-        chain = self.chain
-        m = len(self._axes)
-        lengths = np.linalg.norm(np.array(chain.fk_tables.trans, dtype=np.float64).reshape(-1, 3),
-                                 axis=1)
-        if self._prismatic.any():
-            free = np.array(chain.fk_tables.driver, dtype=np.int64)[self._prismatic]
-            mult = np.abs(np.array(chain.fk_tables.mult)[self._prismatic])
-            offset = np.abs(np.array(chain.fk_tables.offset)[self._prismatic])
-            lengths[self._prismatic] += mult * np.maximum(
-                np.abs(chain.lower[free]), np.abs(chain.upper[free])) + offset
-        reach = np.concatenate([[0.0], np.cumsum(lengths)])   # reach[f + 1]: base to frame f
-        extent = np.linalg.norm(self._centre, axis=1) + self._radius     # (S,)
-        k = np.arange(m)
-        # arm[s, k]: joint k to shape s's points, for k <= frame of s.
-        arm = (reach[self._frame + 1][:, None] - reach[k + 1][None, :]) + extent[:, None]
-        arm[:, self._prismatic] = 1.0
+        k = np.arange(self._arms.shape[1])
         n_robot = len(self._robot)
-        rows = np.zeros((len(self.pairs), m))
+        rows = np.zeros((len(self.pairs), len(k)))
         for p, (i, j) in enumerate(self.pairs):
             if j >= n_robot:
-                mask = k <= self._frame[i]
-                rows[p, mask] = arm[i, mask]
+                rows[p] = self._arms[i]
                 continue
             near, far = (i, j) if self._frame[i] <= self._frame[j] else (j, i)
-            mask = (k > self._frame[near]) & (k <= self._frame[far])
-            rows[p, mask] = arm[far, mask]
+            rows[p] = np.where(k > self._frame[near], self._arms[far], 0.0)
         return rows @ np.abs(self._to_free)
 
     def pair_names(self, k: int) -> Tuple[str, str]:
@@ -297,19 +298,20 @@ class CollisionModel:
         return (r_frame, o_frame, np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3]),
                 np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame)
 
-    def _bounds(self, r_frame: FloatArray, o_frame: FloatArray) -> FloatArray:
+    def _bounds(self, r_frame: FloatArray, o_frame: FloatArray
+                ) -> Tuple[FloatArray, Tuple[FloatArray, FloatArray]]:
         """Lower bounds (P,) of every checked pair's distance, from bounding spheres, m.
 
         ``r_frame`` (S, 3, 3) and ``o_frame`` (S, 3): each robot shape's joint
         frame in the base frame. A half-space's bound is the sphere's signed
-        height above it.
+        height above it. Also returned: both shapes' sphere centres (P, 3) of
+        each pair, base frame.
         """
         n_robot = len(self._robot)
         centre = np.einsum('sij,sj->si', r_frame, self._centre) + o_frame
         all_c = np.vstack([centre, self._w_centre])
         all_r = np.concatenate([self._radius, self._w_radius])
         ca, cb = all_c[self._pa], all_c[self._pb]
-        self._last_centres = (ca, cb, all_r)
         with np.errstate(invalid='ignore'):   # inf - inf for a half-space: replaced below
             bound = np.linalg.norm(ca - cb, axis=1) - all_r[self._pa] - all_r[self._pb]
         w = self._pb - n_robot
@@ -318,7 +320,7 @@ class CollisionModel:
             wi = w[plane]
             bound[plane] = (np.einsum('ij,ij->i', ca[plane], self._w_normal[wi])
                             - self._w_offset[wi] - all_r[self._pa[plane]])
-        return bound
+        return bound, (ca, cb)
 
     def distances(self, q, threshold, exact=None) -> PairDistances:
         """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses.
@@ -331,7 +333,7 @@ class CollisionModel:
         coarsely at a twentieth of the cost.
         """
         r_frame, o_frame, rot, pos = self._posed(q)
-        bound = self._bounds(r_frame, o_frame)
+        bound, centres = self._bounds(r_frame, o_frame)
         near = np.flatnonzero(bound < threshold)
         k = len(near)
         dist = np.empty(k)
@@ -346,20 +348,21 @@ class CollisionModel:
         if coarse.any():
             rows = near[coarse]
             dist[coarse] = bound[rows]
-            pa[coarse], pb[coarse], nrm[coarse] = self._sphere_witnesses(rows)
+            pa[coarse], pb[coarse], nrm[coarse] = self._sphere_witnesses(rows, centres)
         values = bound.copy()
         values[near] = dist
         lowest = float(values.min()) if values.size else math.inf
         return PairDistances(near.astype(np.int64), dist, pa, pb, nrm, lowest)
 
-    def _sphere_witnesses(self, rows) -> Tuple[FloatArray, FloatArray, FloatArray]:
+    def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
 
-        From the last ``_bounds``; a half-space's point is the foot of the
-        sphere's centre on its plane, the normal into it.
+        ``centres``: the sphere centres (P, 3), (P, 3) that ``_bounds`` gave. A
+        half-space's point is the foot of the sphere's centre on its plane, the
+        normal into it.
         """
-        ca, cb, radius = self._last_centres
-        ca, cb = ca[rows], cb[rows]
+        ca, cb = centres[0][rows], centres[1][rows]
+        radius = np.concatenate([self._radius, self._w_radius])
         ra, rb = radius[self._pa[rows]], radius[self._pb[rows]]
         gap = cb - ca
         with np.errstate(invalid='ignore', divide='ignore'):

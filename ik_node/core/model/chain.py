@@ -280,33 +280,24 @@ class Chain:
         The sum of the link offsets (triangle inequality) plus the largest
         travel of each prismatic joint; inf when a prismatic joint is unbounded.
         """
-        lengths = float(np.sum(np.linalg.norm(self._pre_trans, axis=1)))
-        lengths += float(np.linalg.norm(self._tip[:3, 3]))
-        free = self._driver[self._prismatic]
-        mult = np.abs(self._mult[self._prismatic])
-        offset = np.abs(self._offset[self._prismatic])
-        travel = mult * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free])) + offset
-        return lengths + float(np.sum(travel))
+        return float(np.sum(self.joint_spans())) + float(np.linalg.norm(self._tip[:3, 3]))
 
-    def reach_beyond_joints(self) -> FloatArray:
-        """Return (m,) for each movable (FK) joint: a bound of any later link origin's distance, m.
+    def joint_spans(self) -> FloatArray:
+        """Return (m,) per movable (FK) joint: how far its frame can be from the one before, m.
 
-        Row k bounds the distance from FK joint k's origin to the origin of every
-        link after it, the tip included: the offsets after it (triangle
-        inequality) plus the travel of the prismatic joints from k on (inf when
-        one is unbounded). A revolute joint k turning by dq moves those points
-        by at most this times dq.
+        The fixed offset before the joint, plus, for a prismatic joint, its
+        largest travel (multiplier and offset of a mimic included; inf when
+        unbounded). Summed over joints (and the tip's offset), a triangle
+        inequality bound of any link origin's distance from another's.
         """
-        lengths = np.linalg.norm(self._pre_trans, axis=1)
-        after = np.cumsum(lengths[::-1])[::-1] - lengths + float(np.linalg.norm(self._tip[:3, 3]))
-        travel = np.zeros(len(lengths))
+        spans = np.linalg.norm(self._pre_trans, axis=1)
         if self._has_prismatic:
             free = self._driver[self._prismatic]
-            travel[self._prismatic] = (
+            spans[self._prismatic] += (
                 np.abs(self._mult[self._prismatic])
                 * np.maximum(np.abs(self.lower[free]), np.abs(self.upper[free]))
                 + np.abs(self._offset[self._prismatic]))
-        return after + np.cumsum(travel[::-1])[::-1]
+        return spans
 
     def mimic_values(self, q) -> FloatArray:
         """Return the values (m,) of the chain's mimic joints (``mimics``) at joints q (n,)."""
