@@ -178,7 +178,7 @@ def test_a_new_ik_timeout_reaches_the_solver():
     assert tracker.solver.budget_s == 0.02
     # And it is what the solver uses: an unreachable target's restarts stop there.
     far = np.eye(4)
-    far[:3, 3] = [3.0, 0.0, 0.0]
+    far[:3, 3] = [1.1, 0.0, 0.1625]   # out of reach, inside Chain.reach_sphere: restarts run
     short = _with(tracker.config, ik_timeout=1e-4)
     tracker.configure(short, 0.0)
     tracker.add_target(0.0, far)

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from ik_node import Chain
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError
-from models import ARMS, MIXED_URDF, random_q, reference_forward
+from ik_node.bench.corpus import CORPUS, corpus_path
+from ik_node.urdf import chain_from_urdf_string
+from models import ARMS, MIXED_URDF, random_q, reference_forward, URDF_CORPUS
 import numpy as np
 import pytest
 
@@ -218,6 +220,71 @@ def test_reach_bound_counts_prismatic_travel():
     # Tip at (0.3 + q, 0, 0.5): farthest at q = 0.7, |(1.0, 0, 0.5)| = 1.118 <= 0.5 + 0.3 + 0.7.
     assert chain.reach_bound() == pytest.approx(1.5)
     assert np.linalg.norm(chain.forward(np.array([0.7]))[:3, 3]) <= chain.reach_bound()
+
+
+def _sphere_chains():
+    """Chains to test reach_sphere on: the bundled arms, every joint kind, others' descriptions."""
+    chains = {name: Chain.from_urdf_file(str(path), base, tip)
+              for name, (path, base, tip) in ARMS.items()}
+    chains['mixed'] = Chain.from_urdf_string(MIXED_URDF, 'base', 'tip')
+    for file, base, tip in CORPUS:
+        with open(corpus_path(file, str(URDF_CORPUS / 'external')), encoding='utf-8') as f:
+            chains[f'{file}:{tip}'] = chain_from_urdf_string(f.read(), base, tip)
+    return chains
+
+
+SPHERE_CHAINS = _sphere_chains()
+
+
+@pytest.mark.parametrize('name', sorted(SPHERE_CHAINS))
+def test_every_tip_position_lies_in_the_reach_sphere(name):
+    chain = SPHERE_CHAINS[name]
+    centre, radius = chain.reach_sphere()
+    assert radius <= chain.reach_bound() + 1e-12
+    rng = np.random.default_rng(11)
+    farthest = 0.0
+    for _ in range(3000):
+        q = random_q(chain, rng)
+        ends = np.where(rng.random(chain.n) < 0.5, chain.lower, chain.upper)
+        pin = (rng.random(chain.n) < 0.2) & np.isfinite(ends)   # some joints at a limit
+        q = np.where(pin, ends, q)
+        farthest = max(farthest, float(np.linalg.norm(chain.forward(q)[:3, 3] - centre)))
+    assert farthest <= radius * (1.0 + 1e-12)
+    if name == 'iiwa14':   # every offset along an axis or through it: the ball is tight
+        assert farthest > 0.99 * radius
+
+
+def test_the_reach_sphere_of_a_shoulder_is_its_ball():
+    # Turn about z at the origin, then about y 0.5 m up, a 0.3 m link: the tip
+    # covers the sphere of 0.3 m around (0, 0, 0.5); reach_bound says 0.8 m.
+    xml = """<robot name="shoulder">
+      <link name="a"/><link name="b"/><link name="c"/><link name="d"/>
+      <joint name="pan" type="continuous"><parent link="a"/><child link="b"/>
+        <axis xyz="0 0 1"/></joint>
+      <joint name="lift" type="continuous"><parent link="b"/><child link="c"/>
+        <origin xyz="0 0 0.5"/><axis xyz="0 1 0"/></joint>
+      <joint name="hand" type="fixed"><parent link="c"/><child link="d"/>
+        <origin xyz="0.3 0 0"/></joint>
+    </robot>"""
+    chain = Chain.from_urdf_string(xml, 'a', 'd')
+    centre, radius = chain.reach_sphere()
+    np.testing.assert_allclose(centre, [0.0, 0.0, 0.5], atol=1e-12)
+    assert radius == pytest.approx(0.3) and chain.reach_bound() == pytest.approx(0.8)
+
+
+def test_the_reach_sphere_of_a_slide_spans_its_travel():
+    # Tip at (0.3 + q, 0, 0.5), q in [-0.2, 0.7]: the segment x in [0.1, 1.0].
+    xml = """<robot name="slider">
+      <link name="a"/><link name="b"/><link name="c"/>
+      <joint name="j1" type="prismatic"><parent link="a"/><child link="b"/>
+        <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/>
+        <limit lower="-0.2" upper="0.7" effort="1" velocity="1"/></joint>
+      <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
+        <origin xyz="0.3 0 0"/></joint>
+    </robot>"""
+    centre, radius = Chain.from_urdf_string(xml, 'a', 'c').reach_sphere()
+    np.testing.assert_allclose(centre, [0.55, 0.0, 0.5], atol=1e-12)
+    assert radius == pytest.approx(0.45)
 
 
 def test_a_mimic_follower_bounds_its_leaders_speed_and_range():

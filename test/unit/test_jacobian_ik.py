@@ -211,11 +211,31 @@ def test_restarts_are_reproducible_and_bounded(backend):
     solver = JacobianIK(chain, timeout_s=1.0, max_restarts=3, random_seed=4,
                         backend=backend)
     target = np.eye(4)
-    target[:3, 3] = [3.0, 0.0, 0.0]  # out of reach: every restart is used
+    # Out of reach (the UR5e reaches under 1.0 m from its shoulder), but inside
+    # the ball of Chain.reach_sphere (1.15 m): every restart is used.
+    target[:3, 3] = [1.1, 0.0, 0.1625]
     first = solver.solve(target, chain.mid_limits())
     second = solver.solve(target, chain.mid_limits())
     assert first.restarts == 3 and not first.success
     np.testing.assert_array_equal(first.q, second.q)
+
+
+@BACKENDS
+@pytest.mark.parametrize('name', ['ur5e', 'iiwa14'])
+def test_a_target_beyond_the_reach_sphere_gets_no_restarts_and_says_why(backend, name):
+    # Restarts cannot succeed there: 200 of them took ~30 ms, at every tick of
+    # a trajectory through such poses (issue 30's slowest test).
+    chain = load(name)[0]
+    centre, radius = chain.reach_sphere()
+    target = np.eye(4)
+    target[:3, 3] = centre + (radius + 0.01) * np.array([0.6, 0.0, 0.8])
+    res = JacobianIK(chain, timeout_s=1.0, backend=backend).solve(target, chain.mid_limits())
+    assert not res.success and res.restarts == 0
+    assert 'target out of reach' in res.reason and 'closest pose' in res.reason
+    assert chain.within_limits(res.q)
+    # Still the attempt from the seed: closer to the target than the seed is.
+    seed_gap = np.linalg.norm(chain.forward(chain.mid_limits())[:3, 3] - target[:3, 3])
+    assert res.position_error < seed_gap
 
 
 def test_default_budget_follows_the_backend_and_an_explicit_one_wins():

@@ -282,6 +282,39 @@ class Chain:
         """
         return float(np.sum(self.joint_spans())) + float(np.linalg.norm(self._tip[:3, 3]))
 
+    def reach_sphere(self) -> Tuple[FloatArray, float]:
+        """Return a ball holding every tip position: (centre (3,), radius m), base frame.
+
+        Built from the tip inward. The tip lies in a ball of radius 0 around
+        itself, a point of the last link. Turning joint j carries that ball's
+        centre c around joint j's axis: every tip position then lies within
+        (radius + the distance of c from the axis) of c's foot on the axis,
+        a point of the link before. A prismatic joint moves c along its axis:
+        the centre goes to the middle of its travel, the radius grows by half
+        of it (inf when unbounded). The joints' axes, not their origins, give
+        the distances, so offsets along an axis (a UR's or an iiwa's
+        shoulder height) cost nothing. Out of this ball no joint values put
+        the tip: the Jacobian solver does not restart for such a target.
+        """
+        frames, _, tip = self.frames([0.0] * self.n)
+        centre, radius = np.array(tip, dtype=np.float64), 0.0
+        for j in range(self.movable - 1, -1, -1):
+            origin = np.array(frames[j][9:12], dtype=np.float64)
+            axis = np.reshape(frames[j][:9], (3, 3)) @ self._axis[j]
+            if self._prismatic[j]:
+                lo, hi = self.lower[self._driver[j]], self.upper[self._driver[j]]
+                ends = self._mult[j] * np.array([lo, hi]) + self._offset[j]
+                if not np.all(np.isfinite(ends)):
+                    return centre, math.inf
+                now = self._offset[j]   # the joint's value at q = 0
+                centre = centre + (0.5 * (ends[0] + ends[1]) - now) * axis
+                radius += 0.5 * abs(ends[1] - ends[0])
+                continue
+            foot = origin + np.dot(centre - origin, axis) * axis
+            radius += float(np.linalg.norm(centre - foot))
+            centre = foot
+        return centre, radius
+
     def joint_spans(self) -> FloatArray:
         """Return (m,) per movable (FK) joint: how far its frame can be from the one before, m.
 
