@@ -266,7 +266,8 @@ def test_a_step_along_keeps_its_line_and_every_limit_and_can_stop_by_the_aim(
     q2, v2 = step
     check_step(q, v, q2, v2, dt, v_max, a_max, lower, upper)
     x = aim - q
-    s = (q2 - q) @ x / (x @ x)
+    scale = np.max(np.abs(x))   # x @ x underflows to 0 for an aim 1e-313 away
+    s = ((q2 - q) / scale) @ (x / scale) / ((x / scale) @ (x / scale))
     assert 0.0 < s <= 1.0 + EPS
     np.testing.assert_allclose(q2 - q, s * x, atol=1e-15)   # on the line
     # Braking at the limits from v2 stops each joint by the aim.
