@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from ik_node import Chain
+from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError
-from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.urdf import chain_from_urdf_string
 from models import ARMS, MIXED_URDF, random_q, reference_forward, URDF_CORPUS
 import numpy as np
