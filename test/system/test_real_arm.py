@@ -284,10 +284,20 @@ def test_a_pushed_arm_is_followed_from_where_it_is():
                               10.0), loop.node.diagnostic('feedback_resyncs')
         assert loop.arrives(target), loop.explain()
         # One resync: the command jumps once, on joint 2, to where the hand holds the
-        # arm (0.3 rad beyond it, less the command's lead over the arm), the rest as
-        # commanded; the streams before and after it keep the limits.
+        # arm (0.3 rad beyond it, less the command's lead over the arm); the other
+        # joints jump to where the arm is, which their lag explains: within the range
+        # of their commands of the last 4 x servo_lag (0.15 s), widened by
+        # resync_tolerance (0.1 rad), the node's own rule. (A fixed 0.05 rad failed on
+        # a slow CI host: 0.083 rad on joint 1, its servo lag at full speed plus a late
+        # joint state.) The streams before and after the jump keep the limits.
         k, step = largest_jump(loop.commands)
-        assert 0.05 < abs(step[1]) < 0.4 and np.max(np.abs(np.delete(step, 1))) < 0.05, step
+        assert 0.05 < abs(step[1]) < 0.4, step
+        stamp = loop.commands[k].stamp
+        # The node's window ends at the measured state's stamp, at most
+        # feedback_timeout (0.1 s) before the jump: 0.2 s more is taken.
+        recent = np.array([c.q for c in loop.commands[:k] if c.stamp >= stamp - 0.8e9])
+        lag_range = recent.max(axis=0) - recent.min(axis=0) + 0.1
+        assert np.all(np.delete(step - lag_range, 1) <= 1e-9), (step, lag_range)
         check_commands(loop.commands[:k], chain)
         check_commands(loop.commands[k:], chain)
     finally:
