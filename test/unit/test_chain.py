@@ -207,16 +207,19 @@ def test_reach_bound_holds_for_every_configuration(arm, seed):
     assert np.linalg.norm(chain.forward(q)[:3, 3]) <= chain.reach_bound()
 
 
+# One prismatic joint: the tip at (0.3 + q, 0, 0.5), q in [-0.2, 0.7].
+SLIDER_URDF = """<robot name="slider">
+  <link name="a"/><link name="b"/><link name="c"/>
+  <joint name="j1" type="prismatic"><parent link="a"/><child link="b"/>
+    <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/>
+    <limit lower="-0.2" upper="0.7" effort="1" velocity="1"/></joint>
+  <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
+    <origin xyz="0.3 0 0"/></joint>
+</robot>"""
+
+
 def test_reach_bound_counts_prismatic_travel():
-    xml = """<robot name="slider">
-      <link name="a"/><link name="b"/><link name="c"/>
-      <joint name="j1" type="prismatic"><parent link="a"/><child link="b"/>
-        <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/>
-        <limit lower="-0.2" upper="0.7" effort="1" velocity="1"/></joint>
-      <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
-        <origin xyz="0.3 0 0"/></joint>
-    </robot>"""
-    chain = Chain.from_urdf_string(xml, 'a', 'c')
+    chain = Chain.from_urdf_string(SLIDER_URDF, 'a', 'c')
     # Tip at (0.3 + q, 0, 0.5): farthest at q = 0.7, |(1.0, 0, 0.5)| = 1.118 <= 0.5 + 0.3 + 0.7.
     assert chain.reach_bound() == pytest.approx(1.5)
     assert np.linalg.norm(chain.forward(np.array([0.7]))[:3, 3]) <= chain.reach_bound()
@@ -273,16 +276,8 @@ def test_the_reach_sphere_of_a_shoulder_is_its_ball():
 
 
 def test_the_reach_sphere_of_a_slide_spans_its_travel():
-    # Tip at (0.3 + q, 0, 0.5), q in [-0.2, 0.7]: the segment x in [0.1, 1.0].
-    xml = """<robot name="slider">
-      <link name="a"/><link name="b"/><link name="c"/>
-      <joint name="j1" type="prismatic"><parent link="a"/><child link="b"/>
-        <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/>
-        <limit lower="-0.2" upper="0.7" effort="1" velocity="1"/></joint>
-      <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
-        <origin xyz="0.3 0 0"/></joint>
-    </robot>"""
-    centre, radius = Chain.from_urdf_string(xml, 'a', 'c').reach_sphere()
+    # The tip covers the segment x in [0.1, 1.0] at y = 0, z = 0.5.
+    centre, radius = Chain.from_urdf_string(SLIDER_URDF, 'a', 'c').reach_sphere()
     np.testing.assert_allclose(centre, [0.55, 0.0, 0.5], atol=1e-12)
     assert radius == pytest.approx(0.45)
 
