@@ -73,6 +73,19 @@ def start_demo(mark: str):
     pytest.fail('ik_demo started no node process')
 
 
+def describe(pids: list) -> list:
+    """Return (pid, command line, state) of each process, for a failure's message."""
+    found = []
+    for pid in pids:
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as cmd, open(f'/proc/{pid}/stat') as stat:
+                found.append((pid, cmd.read().replace(b'\0', b' ').decode(errors='replace'),
+                              stat.read().split(') ')[-1].split()[0]))
+        except OSError:
+            found.append((pid, 'gone', ''))
+    return found
+
+
 def wait_none_left(mark: str, timeout_s: float = 30.0) -> list:
     """Wait (bounded) until no marked process is left; return the ones still there."""
     end = time.monotonic() + timeout_s
@@ -106,7 +119,8 @@ def test_the_demo_killed_during_the_nodes_start_takes_the_node_down(delay_s):
     time.sleep(delay_s)
     demo.kill()      # no finally of the demo runs: the kernel tells the node
     demo.wait()
-    assert wait_none_left(mark) == []
+    left = wait_none_left(mark)
+    assert left == [], describe(left)
 
 
 RACE = r"""
