@@ -6,6 +6,8 @@
 #
 #   bash scripts/distro-check.sh              the fast tier (test/unit)
 #   bash scripts/distro-check.sh ARGS...      pytest with those arguments
+#   bash scripts/distro-check.sh --setup      only create .venv-distro (CI does it
+#                                             beside the main job's own set-up)
 #
 # No ROS wheels there: the fast tier imports no ROS package. CI runs it.
 set -euo pipefail
@@ -33,6 +35,9 @@ import importlib.metadata as md
 names = ['numpy', 'numba', 'matplotlib', 'lxml', 'PyYAML', 'urdfdom-py', 'pytest', 'hypothesis']
 print('distro-check: ' + ', '.join(f'{n} {md.version(n)}' for n in names))
 PY
+if [ "${1:-}" = "--setup" ]; then
+  exit 0
+fi
 mkdir -p test-results
 args=("$@")
 if [ "${#args[@]}" -eq 0 ]; then
