@@ -490,19 +490,28 @@ def divided_accelerations(samples):
     return 2.0 * np.diff(v, axis=0) / (t[2:] - t[:-2])[:, None]
 
 
-@pytest.mark.parametrize('output', ['joint_trajectory',
-                                    pytest.param('position_array', marks=pytest.mark.timely)])
+@pytest.mark.timely
+@pytest.mark.parametrize('output', ['joint_trajectory', 'position_array'])
 def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
     """SIGINT mid-motion: the arm brakes along the plan's tail to rest, the node exits 0.
 
     joint_trajectory: the controller plays the last message's tail; judged on
     what the stand-in wrote after the signal (one message sampled on the
-    controller's clock: a C2 motion, so divided differences are exact whatever
-    the load): accelerations within the limit, then rest. position_array: the
+    controller's clock: a C2 motion, so divided differences are exact): the
+    accelerations within the limit, then rest. position_array: the
     node sends the tail on its array timer before it exits (the forward
     controller would hold the last array); over DDS the two timers beat, so
     the accelerations are judged without DDS (test_hardware.py) and here the
     braking: motion goes on after the signal, then rest.
+
+    Both are 'timely'. joint_trajectory_controller bridges from the measured
+    state to a new message's first point, so the message must arrive before
+    that point. In CI's loaded pass (three hogs), the last message of a node
+    starved around the signal arrived too late for that. The controller then
+    bridged in 57 ms, at 6.0 rad/s^2 against 5 (fresh clone of 5bf12eb). That
+    is the documented 'timely' rule (doc/real-arms.md), not a tail the node
+    planned. The kill with late and stalled messages is judged on simulated
+    clocks in test/simulation/test_hardware.py (scenario 'kill').
     """
     chain = chain_of('iiwa14')
     loop = Loop('iiwa14', output)
