@@ -589,8 +589,8 @@ def test_with_use_sim_time_the_stream_drives_a_simulated_controller():
         assert loop.stop() == 0
 
 
-@pytest.mark.parametrize('offset, budget', [(-0.025, 0.03),
-                                            pytest.param(0.02, 0.05, marks=pytest.mark.timely)])
+@pytest.mark.timely
+@pytest.mark.parametrize('offset, budget', [(-0.025, 0.03), (0.02, 0.05)])
 def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset, budget):
     """The controller's clock 25 ms behind / 20 ms ahead of the node's, within the budget.
 
@@ -600,7 +600,11 @@ def test_a_controller_on_a_clock_of_its_own_keeps_the_limits(offset, budget):
     quiet machine (5.39 rad/s^2, issue 30's first CI run) and often beside
     four CPU hogs (107 rad/s^2): messages beyond the budget, as the README
     says. 'timely': a machine kept busy on purpose exceeds any such margin.
-    A clock behind takes nothing from it: the default budget.
+    A clock behind takes nothing from it: the default budget. It is 'timely'
+    too: beside CI's three hogs, a message later than the budget gave
+    12.9 rad/s^2 (fresh clone of e84e713). What joint_trajectory_controller
+    writes depends on when the messages arrive; the node's commands do not,
+    and the loaded pass judges those (check_joint_stream).
 
     Judged on what the stand-in wrote, on its own clock, by divided
     differences (exact for a C2 motion whatever the load): accelerations
