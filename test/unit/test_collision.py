@@ -34,7 +34,7 @@ coal = pytest.importorskip('coal', reason='coal (PyPI: numpy >= 2; distro: ros-<
                                           'is not installed: collision is off without it')
 
 from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
-from ik_node.core.collision.model import never_checked  # noqa: E402
+from ik_node.core.collision.model import CollisionModel, never_checked  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape, CollisionError  # noqa: E402
 from ik_node.core.model.chain import Chain  # noqa: E402
 from ik_node.geometry import collision_model, link_tree, obstacle_from_dict  # noqa: E402
@@ -141,6 +141,38 @@ def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entr
             assert lowest >= d - TOL, (a, b, d, lowest)
     finally:
         model.set_obstacles({})
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(4), deadline=None)
+@given(unit=st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), entry=obstacles(),
+       floor=st.floats(-0.5, 0.3))
+def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor):
+    """The numba kernels (kernels.proximity): same pairs, distances, bounds, gradients as numpy.
+
+    Every pair's bound enters ``lowest``; a half-space (the floor, its
+    height drawn) takes the plane branch of both.
+    """
+    pytest.importorskip('numba', reason='numba is not installed: only the numpy path exists')
+    chain, xml, model, _ = arm_model(arm)
+    twin = CollisionModel(chain, model.bodies, model.disabled, backend='numpy')
+    below = np.eye(4)
+    below[2, 3] = floor
+    world = {'thing': (posed_obstacle(chain, xml, entry)[1],),
+             'floor': (checked_shape('halfspace', (), below, source='floor'),)}
+    q = q_within(chain, unit[:chain.n])
+    try:
+        model.set_obstacles(world)
+        twin.set_obstacles(world)
+        ours, theirs = model.distances(q, NEAR), twin.distances(q, NEAR)
+        assert np.allclose(model.gradients(q, ours), twin.gradients(q, ours),
+                           rtol=0.0, atol=1e-12)
+    finally:
+        model.set_obstacles({})
+    assert np.array_equal(ours.pairs, theirs.pairs)
+    assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)
+    assert np.allclose(ours.point_a, theirs.point_a, rtol=0.0, atol=1e-9)
+    assert ours.lowest == pytest.approx(theirs.lowest, abs=1e-12)
 
 
 def test_contact_is_a_negative_distance():

@@ -23,7 +23,8 @@ the normal (base frame); :meth:`CollisionModel.gradients` gives each such
 pair's d(distance)/dq (n,).
 
 Cost: one forward kinematics pass, then a bound per pair from bounding
-spheres (numpy, all pairs at once), and coal's narrow phase only for the
+spheres (compiled kernels where numba is installed, else numpy over all
+pairs at once: ``kernels.proximity``), and coal's narrow phase only for the
 pairs whose bound is below the threshold: far pairs cost nothing but their
 bound. This is the broad phase a tick needs (coal's own managers find the
 closest pair overall; a tick needs every pair closer than the margin, and
@@ -44,6 +45,7 @@ import math
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ik_node.core.collision.shapes import coal_geometry, CollisionError, Shape
+from ik_node.core.kernels.backend import resolve as resolve_backend
 from ik_node.core.model.chain import Chain
 import numpy as np
 import numpy.typing as npt
@@ -105,11 +107,13 @@ class CollisionModel:
         bodies: the links with shapes (see :func:`bodies_of`).
         adjacent: pairs of link names never checked (rigid or adjacent links,
             an SRDF's disabled pairs), either order.
+        backend: 'auto', 'numpy' or 'numba' (kernels.backend.resolve): the
+            forward kinematics and broad phase compiled, or numpy's.
 
     """
 
     def __init__(self, chain: Chain, bodies: Sequence[Body],
-                 adjacent: Iterable[Tuple[str, str]] = ()):
+                 adjacent: Iterable[Tuple[str, str]] = (), backend: str = 'auto'):
         """Index the shapes, build the self pairs; no obstacles yet."""
         import coal
         self._coal = coal
@@ -145,6 +149,10 @@ class CollisionModel:
         self._self_pairs = self._pairs_of_links()
         self._rebuild_world()
         self._frame_cache: dict = {}
+        # The forward kinematics of every tick: compiled when numba is there
+        # (a (M, 12) array in one call), else the CPython kernel.
+        self._kernels = resolve_backend(backend)
+        self._fk = self._kernels.fk(chain)
 
     # -- configuration ----------------------------------------------------------
 
@@ -265,13 +273,19 @@ class CollisionModel:
 
     # -- kinematics ------------------------------------------------------------
 
-    def _frames_of(self, q) -> list:
-        """Return chain.frames(q)[0] (the joint frames, 12-tuples), cached for the last few q."""
+    def _frames_of(self, q):
+        """Return the joint frames at q, (M, 12) rows (rotation row-major, origin), cached.
+
+        A (M, 12) array from the compiled kernel, a list of 12-tuples from the
+        CPython one (Chain.frames); the last few q are kept.
+        """
         q = np.asarray(q, dtype=np.float64)
         key = q.tobytes()
         frames = self._frame_cache.get(key)
         if frames is None:
-            frames, _, _ = self.chain.frames(q.tolist())
+            kernels = self._kernels
+            frames = kernels.rows(self.chain.movable, 12)
+            kernels.base.chain_frames(kernels.arg(q), self._fk, frames)
             if len(self._frame_cache) >= 4:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
             self._frame_cache[key] = frames
@@ -282,7 +296,7 @@ class CollisionModel:
         frames = self._frames_of(q)
         table = np.empty((len(frames) + 1, 12))
         table[0] = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
-        if frames:
+        if len(frames):
             table[1:] = frames
         return table[:, :9].reshape(-1, 3, 3), table[:, 9:]
 
@@ -297,6 +311,29 @@ class CollisionModel:
         o_frame = org_f[self._frame + 1]
         return (r_frame, o_frame, np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3]),
                 np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame)
+
+    def _broad_phase(self, q) -> Tuple[FloatArray, FloatArray, FloatArray,
+                                       Tuple[FloatArray, FloatArray]]:
+        """Return shape poses, pair bounds and sphere centres at joints q (n,), base frame.
+
+        The shapes' rotations (S, 3, 3) and positions (S, 3), m; every pair's
+        distance bound (P,), m; the pairs' sphere centres ((P, 3), (P, 3)).
+
+        Compiled: one kernel call (kernels.proximity). Otherwise numpy over
+        all shapes and pairs at once (``_posed``, ``_bounds``), the same sums.
+        """
+        if not self._kernels.compiled:
+            r_frame, o_frame, rot, pos = self._posed(q)
+            bound, centres = self._bounds(r_frame, o_frame)
+            return rot, pos, bound, centres
+        shapes, count = len(self._robot), len(self.pairs)
+        rot, pos = np.empty((shapes, 3, 3)), np.empty((shapes, 3))
+        bound, ca, cb = np.empty(count), np.empty((count, 3)), np.empty((count, 3))
+        self._kernels.proximity.posed_bounds(
+            self._frames_of(q), self._frame, self._local, self._centre, self._radius,
+            self._w_centre, self._w_radius, self._w_plane, self._w_normal, self._w_offset,
+            self._pa, self._pb, rot, pos, bound, ca, cb)
+        return rot, pos, bound, (ca, cb)
 
     def _bounds(self, r_frame: FloatArray, o_frame: FloatArray
                 ) -> Tuple[FloatArray, Tuple[FloatArray, FloatArray]]:
@@ -332,8 +369,7 @@ class CollisionModel:
         and the spheres' nearest points and normal, for far pairs judged
         coarsely at a twentieth of the cost.
         """
-        r_frame, o_frame, rot, pos = self._posed(q)
-        bound, centres = self._bounds(r_frame, o_frame)
+        rot, pos, bound, centres = self._broad_phase(q)
         near = np.flatnonzero(bound < threshold)
         k = len(near)
         dist = np.empty(k)
@@ -412,6 +448,13 @@ class CollisionModel:
         n = self.chain.n
         if k == 0:
             return np.zeros((0, n))
+        if self._kernels.compiled:
+            rate = np.empty((k, len(self._axes)))
+            self._kernels.proximity.distance_rates(
+                self._frames_of(q), self._axes, self._prismatic, self._frame,
+                self._pa[near.pairs], self._pb[near.pairs], near.point_a, near.point_b,
+                near.normal, rate)
+            return rate @ self._to_free
         table = np.array(self._frames_of(q)).reshape(-1, 12)
         z = np.einsum('mij,mj->mi', table[:, :9].reshape(-1, 3, 3), self._axes)
         origin = table[:, 9:]

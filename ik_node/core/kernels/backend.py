@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.kernels import base, limits, offset_wrist, srs
+from ik_node.core.kernels import base, limits, offset_wrist, proximity, srs
 import numpy as np
 
 BACKENDS = ('auto', 'numpy', 'numba')
@@ -39,8 +39,8 @@ class Backend:
 
     Attributes:
         name: 'numba' or 'numpy' (what solvers report as ``backend``).
-        base, srs, offset_wrist, limits: the kernel modules (numpy) or their
-            compiled namespaces (numba), same function names.
+        base, srs, offset_wrist, limits, proximity: the kernel modules
+            (numpy) or their compiled namespaces (numba), same function names.
         lm: the compiled Levenberg-Marquardt descent (numba), else None.
 
     """
@@ -50,6 +50,7 @@ class Backend:
     srs: Any
     offset_wrist: Any
     limits: Any
+    proximity: Any
     lm: Optional[Any]
     compiled: bool = field(init=False)   # the numba backend (an attribute: read per call)
 
@@ -82,7 +83,7 @@ class Backend:
         return np.ascontiguousarray(array) if self.compiled else as_tuple
 
 
-NUMPY = Backend('numpy', base, srs, offset_wrist, limits, None)
+NUMPY = Backend('numpy', base, srs, offset_wrist, limits, proximity, None)
 
 
 def resolve(backend: str = 'auto') -> Backend:
@@ -107,7 +108,7 @@ def resolve(backend: str = 'auto') -> Backend:
             raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
                                     f'({exc})') from None
         return NUMPY
-    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, lm)
+    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P, lm)
 
 
 def compiled_status() -> Tuple[str, str]:

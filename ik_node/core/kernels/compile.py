@@ -38,8 +38,9 @@ import types
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import limits
 from ik_node.core.kernels import offset_wrist as offset_kernels
+from ik_node.core.kernels import proximity
 from ik_node.core.kernels import srs as srs_kernels
-KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels)
+KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels, proximity)
 SOURCE_STAMP = 'numba-sources.sha256'
 # The sources the compiled code depends on: this folder (every kernel, and every
 # constant a kernel reads, lives here), so an edit elsewhere in the core keeps the cache.
@@ -188,3 +189,5 @@ S = _SPACES[srs_kernels.__name__]
 OW = _SPACES[offset_kernels.__name__]
 #: limits.py compiled, function by function (same names).
 L = _SPACES[limits.__name__]
+#: proximity.py compiled, function by function (same names).
+P = _SPACES[proximity.__name__]

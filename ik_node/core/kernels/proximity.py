@@ -1,0 +1,153 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Collision model kernels: shapes posed with every pair's sphere bound, and distance gradients.
+
+Loops over shapes, pairs and joint frames in the numba subset (arrays in,
+arrays written), for the compiled backend: the same sums that
+``CollisionModel``'s numpy path computes with a dozen array operations each,
+whose call overheads were most of a tick's collision cost (``ik_bench
+collision``). CPython can run them too; the numpy backend keeps the
+vectorised path, faster there, and the tests pin the compiled results to it.
+
+Frames: everything is in the chain's base frame. Rotations of joint frames
+are rows ``frames[f, 0:9]`` (row-major) with origins ``frames[f, 9:12]``;
+frame -1 is the base itself.
+"""
+
+import math
+
+import numpy as np
+
+
+def posed_bounds(frames, frame_of, local, centre, radius, w_centre, w_radius, w_plane,
+                 w_normal, w_offset, pa, pb, rot_out, pos_out, bound_out, ca_out, cb_out):
+    """Pose the robot shapes at the joint frames and bound every pair's distance.
+
+    Args:
+        frames: (M, 12) joint frames after motion, base frame (see module doc).
+        frame_of: (S,) int, the joint frame each robot shape is fixed to (-1: base).
+        local: (S, 4, 4) each shape's pose in its joint frame.
+        centre: (S, 3) each shape's bounding-sphere centre in its joint frame, m.
+        radius: (S,) bounding-sphere radii, m.
+        w_centre: (W, 3) obstacles' bounding-sphere centres, base frame, m.
+        w_radius: (W,) their radii, m (inf for a half-space).
+        w_plane: (W,) bool, the obstacle is a half-space.
+        w_normal: (W, 3) a half-space's outward normal (unused otherwise).
+        w_offset: (W,) a half-space's plane offset along its normal, m.
+        pa: (P,) int, each pair's first shape (a robot shape).
+        pb: (P,) int, its second: a robot shape (< S) or obstacle S + w.
+        rot_out: (S, 3, 3) written: each shape's rotation, base frame.
+        pos_out: (S, 3) written: its origin, base frame, m.
+        bound_out: (P,) written: a lower bound of each pair's distance, m
+            (spheres' gap; a half-space: the sphere's height above its plane).
+        ca_out: (P, 3) written: the first shape's sphere centre, base frame.
+        cb_out: (P, 3) written: the second's (an obstacle's own centre).
+
+    """
+    n_robot = frame_of.shape[0]
+    centre_w = np.empty((n_robot, 3))
+    for s in range(n_robot):
+        f = frame_of[s]
+        for i in range(3):
+            if f < 0:   # the base: identity rows
+                r0 = 1.0 if i == 0 else 0.0
+                r1 = 1.0 if i == 1 else 0.0
+                r2 = 1.0 if i == 2 else 0.0
+                o = 0.0
+            else:
+                r0, r1, r2 = frames[f, 3 * i], frames[f, 3 * i + 1], frames[f, 3 * i + 2]
+                o = frames[f, 9 + i]
+            for j in range(3):
+                rot_out[s, i, j] = r0 * local[s, 0, j] + r1 * local[s, 1, j] + r2 * local[s, 2, j]
+            pos_out[s, i] = r0 * local[s, 0, 3] + r1 * local[s, 1, 3] + r2 * local[s, 2, 3] + o
+        for i in range(3):
+            if f < 0:
+                centre_w[s, i] = centre[s, i]
+            else:
+                centre_w[s, i] = (frames[f, 3 * i] * centre[s, 0]
+                                  + frames[f, 3 * i + 1] * centre[s, 1]
+                                  + frames[f, 3 * i + 2] * centre[s, 2] + frames[f, 9 + i])
+    for p in range(pa.shape[0]):
+        a, b = pa[p], pb[p]
+        ax, ay, az = centre_w[a, 0], centre_w[a, 1], centre_w[a, 2]
+        ca_out[p, 0], ca_out[p, 1], ca_out[p, 2] = ax, ay, az
+        if b < n_robot:
+            bx, by, bz = centre_w[b, 0], centre_w[b, 1], centre_w[b, 2]
+            rb = radius[b]
+            plane = False
+        else:
+            w = b - n_robot
+            bx, by, bz = w_centre[w, 0], w_centre[w, 1], w_centre[w, 2]
+            rb = w_radius[w]
+            plane = w_plane[w]
+        cb_out[p, 0], cb_out[p, 1], cb_out[p, 2] = bx, by, bz
+        if plane:
+            w = b - n_robot
+            bound_out[p] = (ax * w_normal[w, 0] + ay * w_normal[w, 1] + az * w_normal[w, 2]
+                            - w_offset[w] - radius[a])
+        else:
+            dx, dy, dz = ax - bx, ay - by, az - bz
+            bound_out[p] = math.sqrt(dx * dx + dy * dy + dz * dz) - radius[a] - rb
+
+
+def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a, point_b,
+                   normal, rate_out):
+    """Write each near pair's distance rate per joint frame's motion, (K, M).
+
+    The distance grows at ``normal . (v_b - v_a)``; a revolute frame m turning
+    at 1 rad/s moves a point p at ``z_m x (p - o_m)``, a prismatic one at
+    ``z_m``, for the shapes fixed to frame m or a later one.
+
+    Args:
+        frames: (M, 12) joint frames after motion, base frame.
+        axes: (M, 3) each joint's axis in its own frame.
+        prismatic: (M,) bool.
+        frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        shape_a: (K,) int, each pair's first shape (robot).
+        shape_b: (K,) int, its second: a robot shape (< S) or an obstacle (static).
+        point_a: (K, 3) nearest points on a, base frame, m.
+        point_b: (K, 3) nearest points on b, base frame, m.
+        normal: (K, 3) unit normals from a toward b.
+        rate_out: (K, M) written, m per rad (m per m for a prismatic frame).
+
+    """
+    n_robot = frame_of.shape[0]
+    m_frames = frames.shape[0]
+    for k in range(shape_a.shape[0]):
+        nx, ny, nz = normal[k, 0], normal[k, 1], normal[k, 2]
+        last_a = frame_of[shape_a[k]]
+        last_b = frame_of[shape_b[k]] if shape_b[k] < n_robot else -1
+        for m in range(m_frames):
+            f = frames[m]
+            zx = f[0] * axes[m, 0] + f[1] * axes[m, 1] + f[2] * axes[m, 2]
+            zy = f[3] * axes[m, 0] + f[4] * axes[m, 1] + f[5] * axes[m, 2]
+            zz = f[6] * axes[m, 0] + f[7] * axes[m, 1] + f[8] * axes[m, 2]
+            rate = 0.0
+            for side in range(2):
+                last = last_a if side == 0 else last_b
+                if m > last:
+                    continue
+                if prismatic[m]:
+                    along = nx * zx + ny * zy + nz * zz
+                else:   # normal . (z x (p - o)) = (p - o) . (normal x z)
+                    if side == 0:
+                        px, py, pz = point_a[k, 0], point_a[k, 1], point_a[k, 2]
+                    else:
+                        px, py, pz = point_b[k, 0], point_b[k, 1], point_b[k, 2]
+                    lx, ly, lz = px - f[9], py - f[10], pz - f[11]
+                    along = (lx * (ny * zz - nz * zy) + ly * (nz * zx - nx * zz)
+                             + lz * (nx * zy - ny * zx))
+                rate += along if side == 1 else -along
+            rate_out[k, m] = rate
