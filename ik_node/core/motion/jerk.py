@@ -83,6 +83,17 @@ def check_jerk_limits(values, n: int) -> FloatArray:
     return limits
 
 
+def position_weights(m: int) -> FloatArray:
+    """Return (m + 2,): how often each window input enters ``6 m z`` (JerkFilter.output).
+
+    Input j (oldest 0) is x_{i-2} for i = j + 2 <= m + 1, 4 x_{i-1} for
+    1 <= j <= m and x_i for 2 <= j <= m + 1: weights 1, 5, 6, ..., 6, 5, 1
+    (1, 5, 5, 1 at m = 2; 1, 4, 1 at m = 1), which sum to 6 m.
+    """
+    j = np.arange(m + 2)
+    return ((j <= m - 1) + 4.0 * ((j >= 1) & (j <= m)) + (j >= 2)).astype(np.float64)
+
+
 class JerkFilter:
     """The two moving averages of x on a grid of period h (module docstring).
 
@@ -101,6 +112,7 @@ class JerkFilter:
         self.h = float(period)
         self.m = int(steps)
         self._x: Deque[FloatArray] = collections.deque(maxlen=self.m + 2)
+        self._weights = position_weights(self.m)
         self.reset(q)
 
     @property
@@ -126,7 +138,7 @@ class JerkFilter:
     def copy(self) -> 'JerkFilter':
         """Return an independent filter with the same history."""
         other = JerkFilter.__new__(JerkFilter)
-        other.h, other.m = self.h, self.m
+        other.h, other.m, other._weights = self.h, self.m, self._weights
         other._x = collections.deque((x.copy() for x in self._x), maxlen=self.m + 2)
         return other
 
@@ -146,10 +158,10 @@ class JerkFilter:
         """
         x = self._x
         m, h = self.m, self.h
-        total = np.zeros_like(x[-1])
-        for i in range(2, m + 2):
-            total += x[i - 2] + 4.0 * x[i - 1] + x[i]
-        z = total / (6.0 * m)
+        # The sum over i as one product with each input's weight: one pass
+        # over the window, whatever m (a loop of array operations cost 0.7 ms
+        # per output at m = 4000: h = 1 ms, a 20-fold acceleration-to-jerk ratio).
+        z = (self._weights @ np.array(x)) / (6.0 * m)
         window = m * h
         dz = ((x[m] + x[m + 1]) - (x[0] + x[1])) / (2.0 * window)
         ddz = ((x[m + 1] - x[m]) - (x[1] - x[0])) / (h * window)
