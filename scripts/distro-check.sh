@@ -6,8 +6,10 @@
 #
 #   bash scripts/distro-check.sh              the fast tier (test/unit)
 #   bash scripts/distro-check.sh ARGS...      pytest with those arguments
-#   bash scripts/distro-check.sh --setup      only create .venv-distro (CI does it
-#                                             beside the main job's own set-up)
+#   bash scripts/distro-check.sh --setup      only create .venv-distro and fill its
+#                                             numba cache with the kernels of the
+#                                             bundled arms (CI does it beside the
+#                                             main job)
 #
 # No ROS wheels there: the fast tier imports no ROS package. CI runs it.
 set -euo pipefail
@@ -35,7 +37,28 @@ import importlib.metadata as md
 names = ['numpy', 'numba', 'matplotlib', 'lxml', 'PyYAML', 'urdfdom-py', 'pytest', 'hypothesis']
 print('distro-check: ' + ', '.join(f'{n} {md.version(n)}' for n in names))
 PY
+# numba's cache of this venv's numba apart from the main venv's (each would
+# otherwise overwrite the other's machine code: numba keys it by function).
+export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/$venv/numba-cache}"
 if [ "${1:-}" = "--setup" ]; then
+  # numba 0.59 compiles every kernel the first time it runs: about half of a
+  # cold fast tier here (180 s cold, 86 s warm). Every compiled path of a
+  # tracker of each bundled arm, both solvers (what the node's first start
+  # compiles), fills the cache; the tests' own signatures compile in the tier.
+  started=$SECONDS
+  PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" - <<'PY'
+from ik_node.bench.ik import BUNDLED
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.tracker import TrackerConfig
+from ik_node.core.warm import compile_kernels
+from ik_node.urdf import bundled_urdf
+
+for arm, (file, base, tip) in sorted(BUNDLED.items()):
+    chain = Chain.from_urdf_file(str(bundled_urdf(file)), base, tip)
+    for solver in ('auto', 'jacobian'):
+        compile_kernels(chain, solver, chain.mid_limits(), TrackerConfig())
+PY
+  echo "distro-check: numba kernels of the bundled arms compiled in $((SECONDS - started)) s"
   exit 0
 fi
 mkdir -p test-results
@@ -43,9 +66,6 @@ args=("$@")
 if [ "${#args[@]}" -eq 0 ]; then
   args=(-n 2 test/unit)
 fi
-# numba's cache of this venv's numba apart from the main venv's (each would
-# otherwise overwrite the other's machine code: numba keys it by function).
-export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/$venv/numba-cache}"
 # The checkout is imported from the current directory (no install needed).
 exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml=test-results/distro.xml \
   "${args[@]}" </dev/null
