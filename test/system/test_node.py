@@ -238,6 +238,9 @@ def test_ik_target_command_moves_the_arm_to_the_pose_it_publishes():
 # 'alone': the demo's own check of its return to the start (the posture of its
 # first pass) failed beside three other test workers (issue 30).
 @pytest.mark.alone
+@pytest.mark.skipif(os.environ.get('IK_NODE_MAIN_JOB_PASSED') == '1',
+                    reason='CI ran the main job as the README writes it (stage 1) and '
+                           'checked its exit code and plot')
 def test_the_readme_main_job_runs_and_checks_itself(tmp_path):
     env = dict(os.environ, MPLBACKEND='Agg')
     result = subprocess.run([sys.executable, '-m', 'ik_node.ros.demo', '--duration', '2',
