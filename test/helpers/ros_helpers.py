@@ -140,8 +140,18 @@ def check_joint_stream(chain, messages, accel=None):
         float(np.max(steps / (chain.velocity * dt)))
     if accel is not None:
         change = np.abs(np.diff(v, axis=0))[moving]
+        ratio = change / (np.asarray(accel) * dt)
         assert np.all(change <= np.asarray(accel) * dt * (1 + 1e-6) + rounding), \
-            float(np.max(change / (np.asarray(accel) * dt)))
+            where_worst(ratio, t[1:][moving], dt[:, 0], v[1:][moving], v[:-1][moving])
+
+
+def where_worst(ratio, stamps_ns, dt, after, before):
+    """Describe the worst message pair of a check: ratio, stamp, gap, joint, both values."""
+    import numpy as np
+    k, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    return (f'{float(ratio[k, j]):.4f} x the limit at the message stamped {int(stamps_ns[k])} '
+            f'ns ({k + 1} of the moving ones), {dt[k] * 1e3:.3f} ms after the one before; '
+            f'joint {j}: {float(before[k, j])!r} -> {float(after[k, j])!r}')
 
 
 @contextlib.contextmanager
