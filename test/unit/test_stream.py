@@ -79,6 +79,47 @@ def test_restart_commits_the_measured_state():
     np.testing.assert_array_equal(first.v, v)
 
 
+@settings(max_examples=40, deadline=None)
+@given(joint=st.integers(0, 6), side=st.sampled_from([-1.0, 1.0]),
+       room=st.floats(0.0, 0.3), speed=st.floats(0.0, 1.0), others=st.floats(-1.0, 1.0))
+def test_a_restart_moving_toward_a_limit_keeps_every_limit_after_it(
+        joint, side, room, speed, others):
+    """restart(q, v) from any state within the limits: every command after it keeps them all.
+
+    Issue 30 (the loaded pass's 1.24 x the acceleration limit over DDS): the
+    node's own robot, its tick a second late, restarts the plan from the
+    state it had (ClockWatch); 6 mrad from the iiwa's last joint limit at
+    0.12 rad/s the limiting step could not stop before it at the
+    acceleration limit, clamped at the limit, and the plan's acceleration
+    reached 12.9 rad/s^2 (limit 5). Judged from the plan's points and from
+    samples between them (as a joint_states tick late by any amount sees
+    them), independently of the stream: the velocity change between
+    samples over the time between them.
+    """
+    tracker, stream = make()
+    chain = tracker.chain
+    limit = TrackerConfig().max_joint_acceleration
+    q = np.array(Q0)
+    edge = chain.upper[joint] if side > 0 else chain.lower[joint]
+    q[joint] = edge - side * room
+    v = np.clip(np.full(7, others) * chain.velocity, -chain.velocity, chain.velocity)
+    v[joint] = side * speed * chain.velocity[joint]   # toward the limit
+    stream.restart(0.0, q, v)
+    tracker.add_target(stream.lead_s, chain.forward(np.array(Q0)))
+    times = np.concatenate(([0.0], np.sort(np.random.default_rng(joint).uniform(0.0, 3.0, 600))))
+    samples = []
+    for now in times:
+        stream.advance(now)
+        samples.append(stream.sample(now)[:2])
+    qs = np.array([s[0] for s in samples])
+    vs = np.array([s[1] for s in samples])
+    assert all(chain.within_limits(x) for x in qs)
+    dt = np.diff(times)[:, None]
+    change = np.abs(np.diff(vs, axis=0))
+    assert np.all(change <= limit * dt * (1 + 1e-6) + 1e-9), \
+        float(np.max(change / (limit * dt)))
+
+
 def test_idle_time_is_skipped_in_one_point():
     """At rest for 10 s with ticks missing: one point, not a thousand."""
     tracker, stream = make()

@@ -172,7 +172,8 @@ class CommandStream:
         or of the wrong size). The jerk stage restarts on the steady motion
         through (q, v); the limiting step continues from its input, ahead by the
         stage's delay (at rest when that motion, before or after q, would leave the
-        position limits).
+        position limits, or when the limiting step could not stop from there within
+        them at its acceleration limits: MotionTracker.can_stop).
         """
         chain = self.tracker.chain
         q = np.clip(np.array(q, dtype=np.float64), chain.lower, chain.upper)
@@ -183,8 +184,11 @@ class CommandStream:
         self.filter = self._stage(q, self.h, self._window())
         self._cap_accelerations()
         inner = self.filter.reset(q, v)
-        if not all(chain.within_limits(x) for x in self.filter.inputs()):
-            v = np.zeros(chain.n)   # the steady motion through (q, v) left the limits
+        if not (all(chain.within_limits(x) for x in self.filter.inputs())
+                and self.tracker.can_stop(inner, v)):
+            # The steady motion through (q, v) left the limits, or the limiting
+            # step, ahead of q by the stage's delay, could not stop before them.
+            v = np.zeros(chain.n)
             inner = self.filter.reset(q)
         self.tracker.sync(time, inner, v)
         self._points: Deque[PlanPoint] = collections.deque(

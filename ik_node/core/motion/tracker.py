@@ -342,6 +342,21 @@ class MotionTracker:
         self._stop_q = np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
         self.target = c.forward(self._stop_q)
 
+    def can_stop(self, q, v) -> bool:
+        """Return True when the joints at q (n,) moving at v (n,) can stop within their limits.
+
+        Braking at the current acceleration limits, each joint travels
+        ``v^2 / (2 a)`` (rad, m): within the distance to the position limit it
+        moves toward. limited_step keeps this from step to step and needs it
+        at the start: from a state without it the joint is clamped at its
+        limit, a velocity change beyond the acceleration limit.
+        """
+        c = self.chain
+        q = np.asarray(q, dtype=np.float64)
+        v = np.asarray(v, dtype=np.float64)
+        room = np.where(v > 0.0, c.upper - q, q - c.lower)
+        return bool(np.all(v * v <= 2.0 * self._a_max * np.maximum(room, 0.0)))
+
     def sync(self, time: float, q_measured, v_measured=None) -> None:
         """Continue from the measured joint state (feedback: at start, after a push, ...).
 
