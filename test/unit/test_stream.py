@@ -79,7 +79,7 @@ def test_restart_commits_the_measured_state():
     np.testing.assert_array_equal(first.v, v)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(joint=st.integers(0, 6), side=st.sampled_from([-1.0, 1.0]),
        room=st.floats(0.0, 0.3), speed=st.floats(0.0, 1.0), others=st.floats(-1.0, 1.0))
 def test_a_restart_moving_toward_a_limit_keeps_every_limit_after_it(
@@ -91,10 +91,10 @@ def test_a_restart_moving_toward_a_limit_keeps_every_limit_after_it(
     state it had (ClockWatch); 6 mrad from the iiwa's last joint limit at
     0.12 rad/s the limiting step could not stop before it at the
     acceleration limit, clamped at the limit, and the plan's acceleration
-    reached 12.9 rad/s^2 (limit 5). Judged from the plan's points and from
-    samples between them (as a joint_states tick late by any amount sees
-    them), independently of the stream: the velocity change between
-    samples over the time between them.
+    reached 12.9 rad/s^2 (limit 5). Judged from samples of the plan at
+    random instants (as joint_states ticks late by any amount see it),
+    independently of the stream: positions within the limits, and the
+    velocity change between samples within the limit times the time between.
     """
     tracker, stream = make()
     chain = tracker.chain
@@ -106,7 +106,7 @@ def test_a_restart_moving_toward_a_limit_keeps_every_limit_after_it(
     v[joint] = side * speed * chain.velocity[joint]   # toward the limit
     stream.restart(0.0, q, v)
     tracker.add_target(stream.lead_s, chain.forward(np.array(Q0)))
-    times = np.concatenate(([0.0], np.sort(np.random.default_rng(joint).uniform(0.0, 3.0, 600))))
+    times = np.concatenate(([0.0], np.sort(np.random.default_rng(joint).uniform(0.0, 0.8, 150))))
     samples = []
     for now in times:
         stream.advance(now)
