@@ -121,9 +121,14 @@ class StandIn:
         if stamp == 0.0 and stamp_ns != 0:
             traj.stamp = 1e-12   # a stamp exactly at our epoch is still a stamp
         before = len(self.controller.rejected)
-        self.controller.receive(traj, self.now())
+        now = self.now()
+        self.controller.receive(traj, now)
         if len(self.controller.rejected) > before:
-            self.rejected_pub.publish(String(data=self.controller.rejected[-1]))
+            end = traj.stamp + traj.points[-1].time_from_start if traj.points else traj.stamp
+            detail = (f'{self.controller.rejected[-1]} | stamp {traj.stamp:.6f} s, ends '
+                      f'{end:.6f} s, received {now:.6f} s, {len(traj.points)} points')
+            self.rejected_pub.publish(String(data=detail))
+            print(f'rejected: {detail}', flush=True)
 
     def on_array(self, msg):
         """Keep the newest array (the forward controller's subscriber)."""

@@ -27,6 +27,7 @@ own FK.
 import json
 import os
 from pathlib import Path
+import re
 import signal
 import subprocess
 import sys
@@ -548,13 +549,19 @@ def test_a_node_killed_mid_motion_stops_the_arm_within_the_limits(output):
         assert np.all(last == last[0]), 'not at rest 1.5 s after the node stopped'
         moved = np.max(np.abs(after[-1][1] - after[0][1]))
         assert moved > 1e-3, 'the arm stopped in place: no braking tail was played'
-        # Nothing refused; beside CI's CPU hogs a message may reach the controller
-        # later than command_latency_budget and be refused as late, as upstream
-        # does (the 'timely' rule, doc/real-arms.md: seen twice there, once per
-        # run), while the tail above is still played within the limits.
-        late = {'trajectory with non-zero start time ends in the past'}
-        allowed = late if os.environ.get('IK_NODE_BUSY_MACHINE') == '1' else set()
-        assert set(loop.rejected) <= allowed, loop.explain()
+        # Nothing refused but messages that were valid when the node stamped them
+        # and reached the controller after their end, refused as late as upstream
+        # does (the 'timely' rule, doc/real-arms.md), while the tail above is
+        # still played within the limits. Seen beside CI's CPU hogs (twice, once
+        # per run) and once in a quiet CI run (ci58: three messages in a row, the
+        # node's ticks on time: delivery stalled); a message born stale (ending
+        # less than two periods after its stamp) is the node's fault and fails.
+        for entry in loop.rejected:
+            reason, _, detail = entry.partition(' | ')
+            assert reason == 'trajectory with non-zero start time ends in the past', \
+                loop.explain()
+            stamp, end = (float(x) for x in re.findall(r'(?:stamp|ends) (-?[0-9.]+) s', detail))
+            assert end - stamp >= 0.02, (entry, loop.explain())   # two 10 ms periods
     finally:
         assert loop.stop() == 0
 
