@@ -29,7 +29,7 @@ want="$(sha256sum requirements/distro-noble.txt | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "distro-check: installing requirements/distro-noble.txt"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    --no-compile -r requirements/distro-noble.txt   # bytecode on first import (setup.sh)
+    -r requirements/distro-noble.txt
   echo "$want" > "$stamp"
 fi
 "$venv/bin/python" - <<'PY'

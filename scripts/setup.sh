@@ -43,11 +43,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ -n "$(missing_console_scrip
   if .venv/bin/python -m pip show --quiet urdf-parser-py >/dev/null 2>&1; then
     .venv/bin/python -m pip uninstall --quiet --yes urdf-parser-py
   fi
-  # --no-compile: Python writes a module's bytecode when it first imports it;
-  # compiling every module at install time cost 20 s of CPU, on the path of
-  # the first run, for modules most of which are never imported.
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
-    --no-compile -r requirements/test.txt
+    -r requirements/test.txt
   # A PEP 660 editable install: pip puts the console scripts in .venv/bin,
   # on PATH after `source scripts/env.sh`. Without --use-pep517 pip runs the
   # legacy `setup.py develop`, which obeys setup.cfg's [develop] script_dir
