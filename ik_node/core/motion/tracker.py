@@ -345,17 +345,16 @@ class MotionTracker:
     def can_stop(self, q, v) -> bool:
         """Return True when the joints at q (n,) moving at v (n,) can stop within their limits.
 
-        Braking at the current acceleration limits, each joint travels
-        ``v^2 / (2 a)`` (rad, m): within the distance to the position limit it
-        moves toward. limited_step keeps this from step to step and needs it
-        at the start: from a state without it the joint is clamped at its
-        limit, a velocity change beyond the acceleration limit.
+        Braking at the current acceleration limits, each joint's speed is at
+        most limits.braking_speed of the distance to the position limit it
+        moves toward (held for no time): the bound limited_step keeps from
+        step to step and needs at the start. From a state beyond it the joint
+        is clamped at its limit, a velocity change beyond the acceleration limit.
         """
         c = self.chain
-        q = np.asarray(q, dtype=np.float64)
-        v = np.asarray(v, dtype=np.float64)
-        room = np.where(v > 0.0, c.upper - q, q - c.lower)
-        return bool(np.all(v * v <= 2.0 * self._a_max * np.maximum(room, 0.0)))
+        room = np.where(np.asarray(v) > 0.0, c.upper - np.asarray(q), np.asarray(q) - c.lower)
+        return all(abs(float(vi)) <= limits.braking_speed(float(d), float(a), 0.0)
+                   for vi, d, a in zip(v, room, self._a_max))
 
     def sync(self, time: float, q_measured, v_measured=None) -> None:
         """Continue from the measured joint state (feedback: at start, after a push, ...).
