@@ -179,16 +179,21 @@ def test_a_model_switched_between_backends_answers_the_same():
     """set_backend: the node's model starts on numpy (kernels not compiled yet), then numba.
 
     A model built on numpy and switched answers as one built on numba, and
-    back (pairs, distances, gradients), at configurations drawn per arm.
+    back (pairs, distances, gradients), at configurations drawn per arm. The
+    numpy model has answered at those configurations before the switch (its
+    frames cached in its own types: the node's case, a TypingError before).
     """
     pytest.importorskip('numba', reason='numba is not installed: only the numpy path exists')
     for arm in ('iiwa14', 'panda'):
         chain, _, model, _ = arm_model(arm)
         switched = CollisionModel(chain, model.bodies, model.disabled, backend='numpy')
         assert switched.backend == 'numpy' and model.backend == 'numba'
+        drawn = np.random.default_rng(3).uniform(chain.lower, chain.upper, (3, chain.n))
+        for q in drawn:
+            switched.gradients(q, switched.distances(q, NEAR))
         switched.set_backend('numba')
         assert switched.backend == 'numba'
-        for q in np.random.default_rng(3).uniform(chain.lower, chain.upper, (5, chain.n)):
+        for q in drawn:
             ours, theirs = switched.distances(q, NEAR), model.distances(q, NEAR)
             assert np.array_equal(ours.pairs, theirs.pairs)
             assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)

@@ -165,6 +165,7 @@ class CollisionModel:
         """
         self._kernels = resolve_backend(backend)
         self._fk = self._kernels.fk(self.chain)
+        self._frame_cache.clear()   # each backend's own frame type (array or tuples)
 
     @property
     def backend(self) -> str:
