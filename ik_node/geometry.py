@@ -148,7 +148,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
                     resolve: Optional[MeshResolver] = None,
                     disabled: Sequence[Tuple[str, str]] = (),
                     sample_contacts: bool = True,
-                    home=None) -> Tuple[CollisionModel, List[str]]:
+                    home=None, backend: str = 'auto') -> Tuple[CollisionModel, List[str]]:
     """Build the collision model of ``chain`` from its URDF text.
 
     Args:
@@ -162,6 +162,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         home: (n,) joints of the arm's home (its initial positions): pairs in
             contact there are not checked either (MoveIt's "default" pairs:
             shapes that overlap at home overlap by design).
+        backend: the model's kernels ('auto', 'numpy', 'numba'): CollisionModel.
 
     Returns:
         (model, notes): notes are lines for the start-up log (links not
@@ -201,7 +202,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         bodies.append(Body(name, attached[0], attached[1], tuple(shapes)))
     pairs = never_checked(parents) + check_disabled(
         [link.get('name', '') for link in root.findall('link')], disabled, 'SRDF')
-    model = CollisionModel(chain, bodies, pairs)
+    model = CollisionModel(chain, bodies, pairs, backend=backend)
     notes = []
     if unreadable:
         notes.append(f'collision: {len(unreadable)} collision mesh(es) could not be read and are '

@@ -71,6 +71,31 @@ def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -
     aim = np.clip(q0 + 0.05, chain.lower, chain.upper)
     tracker.add_target(0.0, chain.forward(aim))
     tracker.command(0.01)
+    compile_collision_kernels(chain, q0)
+
+
+def compile_collision_kernels(chain: Chain, q0) -> None:
+    """Run the collision model's compiled paths once: a sphere on two frames and a box.
+
+    The kernels (kernels.proximity, the frames' forward kinematics) are
+    compiled per argument types, not per geometry: any model of a chain of
+    as many joints runs the same machine code. Nothing when coal is missing.
+    """
+    try:
+        from ik_node.core.collision.model import Body, CollisionModel
+        from ik_node.core.collision.shapes import checked_shape
+    except ImportError:
+        return
+    ball = (checked_shape('sphere', (0.05,), source='warm-up'),)
+    bodies = [Body('warm_first', 0, np.eye(4), ball), Body('warm_last', chain.n - 1, np.eye(4),
+                                                           ball)]
+    model = CollisionModel(chain, bodies, backend='numba')
+    box = np.eye(4)
+    box[:3, 3] = chain.forward(q0)[:3, 3]
+    model.set_obstacles({'warm': (checked_shape('box', (0.1, 0.1, 0.1), box,
+                                                source='warm-up'),)})
+    near = model.distances(q0, 10.0)
+    model.gradients(q0, near)
 
 
 def die_with_parent() -> Callable[[], None]:

@@ -167,7 +167,8 @@ class CollisionSupport:
         values = {'collision_margin': f'{guard.margin:g}',
                   'obstacles': str(len(self.model.obstacles)),
                   'collision_pairs_checked': str(len(self.model.pairs)),
-                  'collision_holds': str(guard.holds)}
+                  'collision_holds': str(guard.holds),
+                  'collision_backend': self.model.backend}
         lowest = guard.model.distances(np.asarray(q, dtype=np.float64), math.inf)
         if lowest.pairs.size:
             k = int(np.argmin(lowest.distance))

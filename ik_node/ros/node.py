@@ -457,7 +457,10 @@ class IKNode(Node):
         try:
             srdf = self.get_parameter('srdf_path').value
             disabled = read_srdf_pairs(srdf) if srdf else []
-            model, notes = collision_model(text, chain, frames, disabled=disabled, home=q0)
+            # On numpy until the background compile is done (as the tracker):
+            # numba compiles at a kernel's first call, which is in a tick.
+            model, notes = collision_model(text, chain, frames, disabled=disabled, home=q0,
+                                           backend=self.solvers.tracker_backend())
             if not model.bodies:
                 self.get_logger().info('collision: the description has no <collision> '
                                        'geometry on the chain; only obstacles are kept apart '

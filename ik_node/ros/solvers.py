@@ -123,6 +123,8 @@ class SolverSupply:
             return
         if tracker.backend == 'numpy':
             tracker.set_backend('auto')
+            if tracker.guard is not None:   # its kernels are in the cache (compile_kernels)
+                tracker.guard.model.set_backend('auto')
         if tracker.solver.backend != 'numpy':
             return
         if kernel_key(tracker.solver, tracker.chain) not in self.warm:

@@ -302,7 +302,9 @@ def test_a_first_start_from_a_read_only_install_serves_while_it_compiles(tmp_pat
     The package is a read-only copy and numba's cache is empty: the node must
     publish on the numpy reference at once, compile in the background into
     the user's cache directory (XDG_CACHE_HOME), then switch to numba and
-    still reach targets.
+    still reach targets. The collision model too: on numpy until the switch
+    (its first compiled call compiled in a tick: 30-60 s without a tick on a
+    busy machine, a CI failure of issue 30), then on the compiled kernels.
     """
     site = tmp_path / 'site'
     package = read_only_copy(site)
@@ -313,11 +315,19 @@ def test_a_first_start_from_a_read_only_install_serves_while_it_compiles(tmp_pat
                                                        os.environ.get('PYTHONPATH')])),
            'XDG_CACHE_HOME': str(cache), 'NUMBA_CACHE_DIR': ''}
     # Run from tmp_path: `python -m` puts the working folder first on sys.path.
-    node = NodeUnderTest(model_params('iiwa14'), env=env, cwd=tmp_path)
+    node = NodeUnderTest(dict(model_params('iiwa14'), collision_checking=True), env=env,
+                         cwd=tmp_path)
     try:
         node.ready(120.0)
         assert 'solver analytic (numpy)' in node.drain.text()   # served before the kernels
+        assert node.wait(lambda: node.diagnostic('collision_backend') is not None, 60.0)
+        first = next({kv.key: kv.value for status in array.status for kv in status.values}
+                     for array in node.diagnostics
+                     if any(kv.key == 'collision_backend' for st in array.status
+                            for kv in st.values))
+        assert first['backend'] == 'numpy' and first['collision_backend'] == 'numpy', first
         assert node.wait(lambda: node.diagnostic('backend') == 'numba', 600.0), node.output()
+        assert node.wait(lambda: node.diagnostic('collision_backend') == 'numba', 10.0)
         assert node.reaches(chain, chain.mid_limits() + 0.2, 60.0), node.joints[-1]
     finally:
         code = node.stop()

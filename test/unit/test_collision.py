@@ -175,6 +175,37 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor):
     assert ours.lowest == pytest.approx(theirs.lowest, abs=1e-12)
 
 
+def test_a_model_switched_between_backends_answers_the_same():
+    """set_backend: the node's model starts on numpy (kernels not compiled yet), then numba.
+
+    A model built on numpy and switched answers as one built on numba, and
+    back (pairs, distances, gradients), at configurations drawn per arm. The
+    numpy model has answered at those configurations before the switch (its
+    frames cached in its own types: the node's case, a TypingError before).
+    """
+    pytest.importorskip('numba', reason='numba is not installed: only the numpy path exists')
+    for arm in ('iiwa14', 'panda'):
+        chain, _, model, _ = arm_model(arm)
+        switched = CollisionModel(chain, model.bodies, model.disabled, backend='numpy')
+        assert switched.backend == 'numpy' and model.backend == 'numba'
+        drawn = np.random.default_rng(3).uniform(chain.lower, chain.upper, (3, chain.n))
+        for q in drawn:
+            switched.gradients(q, switched.distances(q, NEAR))
+        switched.set_backend('numba')
+        assert switched.backend == 'numba'
+        for q in drawn:
+            ours, theirs = switched.distances(q, NEAR), model.distances(q, NEAR)
+            assert np.array_equal(ours.pairs, theirs.pairs)
+            assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)
+            assert np.allclose(switched.gradients(q, ours), model.gradients(q, theirs),
+                               rtol=0.0, atol=1e-12)
+        switched.set_backend('numpy')
+        assert switched.backend == 'numpy'
+        q = chain.mid_limits()
+        assert np.allclose(switched.distances(q, NEAR).distance,
+                           model.distances(q, NEAR).distance, rtol=0.0, atol=1e-9)
+
+
 def test_contact_is_a_negative_distance():
     chain, xml, model, raw = arm_model('iiwa14')
     q = np.array(HOME['iiwa14'])

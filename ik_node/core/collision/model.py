@@ -156,6 +156,22 @@ class CollisionModel:
 
     # -- configuration ----------------------------------------------------------
 
+    def set_backend(self, backend: str) -> None:
+        """Run the per-tick kernels on ``backend`` ('auto', 'numpy' or 'numba'): same answers.
+
+        numba compiles a kernel at its first call; a node keeps the model on
+        numpy until its background compile (ik_node.core.warm) has filled the
+        cache, then switches here between two ticks.
+        """
+        self._kernels = resolve_backend(backend)
+        self._fk = self._kernels.fk(self.chain)
+        self._frame_cache.clear()   # each backend's own frame type (array or tuples)
+
+    @property
+    def backend(self) -> str:
+        """Return the backend the kernels run on: 'numba' or 'numpy'."""
+        return self._kernels.name
+
     def _pairs_of_links(self) -> List[Tuple[int, int]]:
         pairs = []
         for i in range(len(self._robot)):
