@@ -106,6 +106,27 @@ def test_solve_all_contains_q_and_every_branch_reaches_the_pose(backend, seed):
         assert arm.swivel_of(s) == pytest.approx(arm.swivel_of(q), abs=1e-9)
 
 
+@BACKENDS
+def test_a_pose_with_a_joint_at_its_limit_keeps_its_own_branch(backend):
+    """Each joint in turn on each of its limits, the others drawn: q is among the solutions.
+
+    A solution exactly at a limit is computed a few ulps beyond it (or, for
+    a joint whose range passes pi, at its wrapped value, a few ulps beyond
+    after the shift by 2 pi); it is put on the limit, not dropped (2 of
+    these 280 poses lost their own branch before).
+    """
+    arm = ARMS[backend]
+    rng = np.random.default_rng(1)
+    for j in range(7):
+        for limit in (CHAIN.lower[j], CHAIN.upper[j]):
+            for _ in range(20):
+                q = random_q(rng)
+                q[j] = limit
+                solutions = arm.solve_all(CHAIN.forward(q), arm.swivel_of(q))
+                assert any(np.allclose(s, q, atol=1e-9) for s in solutions), (j, q)
+                assert all(CHAIN.within_limits(s) for s in solutions)
+
+
 @settings(max_examples=60)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_swivel_intervals_are_exact(seed):

@@ -68,8 +68,11 @@ LIMIT_SNAP = 1e-9
 # degree of freedom (spherical_within).
 SINGULAR_SPLIT = 1e-12
 # Any angle this close beyond its limit (rounding of a solution at the limit,
-# rad) is put on the limit.
-ROUNDING_SNAP = 1e-14
+# rad) is put on the limit. Rounding reached 1.4e-14 rad (a Panda's q5 at
+# its limit, from atan2 of products of rotations) where this was 1e-14 and
+# the pose's own branch was dropped; the snap moves the tip <= 1e-10 m per m
+# of reach, well inside the solvers' tolerances.
+ROUNDING_SNAP = 1e-10
 # Below this the swivel basis falls back to the second joint's axis (the
 # shoulder-wrist line is along the first joint's axis).
 ON_FIRST_AXIS = 1e-9
@@ -219,17 +222,18 @@ def _into_range(v, lo, hi):
     """Shift the angle v by 2 pi k into [lo, hi] where possible, else return it unchanged.
 
     An angle beyond a limit by at most ROUNDING_SNAP (a solution exactly at a
-    limit, computed) is put on the limit.
+    limit, computed), before or after its shift by 2 pi, is put on the limit:
+    a joint at its limit of pi + 0.61 rad is computed as its wrapped value
+    near -pi + 0.61, and + 2 pi lands a few ulps beyond the limit.
     """
     if v < lo or v > hi:
-        if lo - ROUNDING_SNAP <= v < lo:
-            return lo
-        if hi < v <= hi + ROUNDING_SNAP:
-            return hi
-        for shift in (2.0 * math.pi, -2.0 * math.pi):
-            moved = v + shift
+        for moved in (v, v + 2.0 * math.pi, v - 2.0 * math.pi):
             if lo <= moved <= hi:
                 return moved
+            if lo - ROUNDING_SNAP <= moved < lo:
+                return lo
+            if hi < moved <= hi + ROUNDING_SNAP:
+                return hi
     return v
 
 
