@@ -122,6 +122,8 @@ class FuzzSession(MonitoredNode):
         self.sent: Dict[str, int] = {}
         self.valid = {'pose': 0, 'pole': 0}
         self.reached = self.missed = 0
+        #: What the node showed at the last target not reached (the failure's message).
+        self.last_miss: Dict[str, object] = {}
 
     def send_batch(self, batch) -> None:
         """Publish a drawn batch (spaced by 1 ms), tallying the expected rejections."""
@@ -146,6 +148,15 @@ class FuzzSession(MonitoredNode):
         self.valid['pose'] += 1
         if self.reaches(pose, timeout_s) is None:
             self.missed += 1
+            tip = self.chain.forward(self.joints[-1][1]) if self.joints else None
+            self.last_miss = {
+                'target_xyz': pose[:3, 3].round(4).tolist(),
+                'tip_off_m': None if tip is None else
+                float(np.linalg.norm(tip[:3, 3] - pose[:3, 3])),
+                'joint_states': len(self.joints),
+                'node': {k: v for k, v in self.diagnostics.items()
+                         if k in ('message', 'reachable', 'reason', 'solver', 'backend',
+                                  'targets_received', 'ticks_late', 'twist_timeouts')}}
             return False
         self.reached += 1
         return True

@@ -79,13 +79,15 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
 
     The kernels (kernels.proximity, the frames' forward kinematics) are
     compiled per argument types, not per geometry: any model of a chain of
-    as many joints runs the same machine code. Nothing when coal is missing.
+    as many joints runs the same machine code. Nothing when coal (optional:
+    collision checking needs it) is missing.
     """
     try:
-        from ik_node.core.collision.model import Body, CollisionModel
-        from ik_node.core.collision.shapes import checked_shape
+        import coal  # noqa: F401 - CollisionModel imports it when built
     except ImportError:
         return
+    from ik_node.core.collision.model import Body, CollisionModel
+    from ik_node.core.collision.shapes import checked_shape
     ball = (checked_shape('sphere', (0.05,), source='warm-up'),)
     bodies = [Body('warm_first', 0, np.eye(4), ball), Body('warm_last', chain.n - 1, np.eye(4),
                                                            ball)]

@@ -31,7 +31,7 @@ def fuzz_then_reach(batches):
         @given(message_batches())
         def batch_then_valid_target(batch):
             session.send_batch(batch)
-            assert session.reach_valid_target(), session.sent
+            assert session.reach_valid_target(), (session.sent, session.last_miss)
         batch_then_valid_target()
         assert session.wait_for_counts(), (session.sent, session.counted(), session.valid,
                                            session.diagnostics)

@@ -16,7 +16,8 @@
 
 Usage: twist_flooder.py SECONDS FRAME VZ. Waits (bounded) for the node's
 subscription, publishes TwistStamped(linear.z = VZ) back to back for SECONDS,
-then prints the count sent and the achieved rate, Hz, as one JSON line.
+then prints the count sent, the achieved rate (Hz), the longest pause between
+two publishes (s) and how many pauses reached LONG_GAP_S, as one JSON line.
 """
 
 import json
@@ -26,9 +27,13 @@ import time
 from geometry_msgs.msg import TwistStamped
 import rclpy
 
+# Half the node's default twist_timeout (0.2 s): a pause this long between two
+# publishes, plus delivery, can expire the newest twist.
+LONG_GAP_S = 0.1
+
 
 def main():
-    """Flood ~/target_twist of /ik_node; print {"sent": N, "rate_hz": R}."""
+    """Flood ~/target_twist of /ik_node; print {"sent": N, "rate_hz": R, ...}."""
     seconds, frame, vz = float(sys.argv[1]), sys.argv[2], float(sys.argv[3])
     rclpy.init()
     node = rclpy.create_node('twist_flooder')
@@ -41,11 +46,21 @@ def main():
         msg.header.frame_id = frame
         msg.twist.linear.z = vz
         sent, start = 0, time.monotonic()
-        while time.monotonic() - start < seconds:
+        last, longest, long_gaps = start, 0.0, 0
+        while True:
+            now = time.monotonic()
+            if now - start >= seconds:
+                break
+            # The flood is broken where this process was not running (a busy
+            # machine): the test allows a dead-man stop per such gap.
+            gap, last = now - last, now
+            longest = max(longest, gap)
+            long_gaps += gap >= LONG_GAP_S
             pub.publish(msg)
             sent += 1
         elapsed = time.monotonic() - start
-        print(json.dumps({'sent': sent, 'rate_hz': sent / elapsed}), flush=True)
+        print(json.dumps({'sent': sent, 'rate_hz': sent / elapsed, 'longest_gap_s': longest,
+                          'long_gaps': long_gaps}), flush=True)
     except KeyboardInterrupt:
         pass
     finally:

@@ -464,8 +464,13 @@ def test_a_twist_flood_is_one_unbroken_stream():
         node.spin(0.5)   # past twist_timeout: the dead-man of the flood's end has fired
         node.diagnostics.clear()
         assert node.wait(lambda: node.diagnostic('twists_dropped_unread') is not None, 5.0)
-        # Unbroken: the one dead-man stop is the flood's end, none during it.
-        assert node.diagnostic('twist_timeouts') == '1'
+        # Unbroken: the one dead-man stop is the flood's end, none during it,
+        # where the flood was unbroken and the node on time. A busy machine may
+        # pause the flooder (its long_gaps) or the node (ticks_late: a tick
+        # more than two periods after the last): a stop for each is right.
+        excused = sent['long_gaps'] + int(node.diagnostic('ticks_late'))
+        timeouts = int(node.diagnostic('twist_timeouts'))
+        assert 1 <= timeouts <= 1 + excused, (timeouts, sent, node.diagnostic('ticks_late'))
         received = int(node.diagnostic('twists_received'))
         dropped = int(node.diagnostic('twists_dropped_unread'))
         assert 0 < received < sent['sent'] and dropped > 0, (received, dropped, sent)

@@ -22,6 +22,7 @@ whole descent exist twice (numpy and loops) and are compared here.
 
 import ast
 from pathlib import Path
+import sys
 import types
 
 from hypothesis import given
@@ -173,3 +174,19 @@ def test_numba_cache_is_dropped_when_any_core_source_changes(tmp_path):
     (tmp_path / 'kernels.py').write_text('X = 2\n')
     assert _compiled.drop_stale_cache(tmp_path, cache)      # another file changed: dropped
     assert not list(cache.glob('*.nbc'))
+
+
+def test_the_background_compile_runs_without_coal(monkeypatch):
+    """compile_kernels (the node's background compile) on an install without coal.
+
+    coal is optional (collision checking needs it; Ubuntu's numba 0.59 venv has
+    none): the collision kernels are then skipped, the IK and tracker kernels
+    still compiled. Before, the child died on `import coal` and the node never
+    left the numpy reference.
+    """
+    pytest.importorskip('numba', reason='numba is not installed: nothing to compile')
+    from ik_node.core.motion.tracker import TrackerConfig
+    from ik_node.core.warm import compile_kernels
+    monkeypatch.setitem(sys.modules, 'coal', None)   # `import coal` fails
+    chain = CHAINS['iiwa14']
+    compile_kernels(chain, 'analytic', chain.mid_limits(), TrackerConfig())

@@ -17,6 +17,7 @@
 import math
 from pathlib import Path
 
+from hypothesis import example
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -129,6 +130,7 @@ def test_a_pose_with_a_joint_at_its_limit_keeps_its_own_branch(backend):
 
 @settings(max_examples=60)
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=505)   # q6 ~ 0 at psi ~ 0.166: q5 turns through +-pi within a grid step
 def test_swivel_intervals_are_exact(seed):
     arm = ARMS['numba']
     rng = np.random.default_rng(seed)

@@ -69,6 +69,15 @@ SWIVEL_SEARCH_STEPS = 40
 # refined by bisection to BISECTION_STEPS halvings (2 pi / 720 / 2^45 < 1e-15).
 SWIVEL_GRID = 720
 BISECTION_STEPS = 45
+# Near a wrist or shoulder singularity a joint turns by up to pi within a
+# fraction of a grid step, and can pass beyond its limit and back between two
+# samples (a sweep found q5 crossing +-pi, 0.35 rad outside the iiwa's
+# limits, between two samples within them). Cells where a joint moves more
+# than this (rad) are split in SWIVEL_SPLIT, up to SWIVEL_SPLIT_LEVELS times
+# (down to 2 pi / 720 / 8^8 ~ 5e-10 rad of swivel).
+SWIVEL_MAX_STEP = 0.05
+SWIVEL_SPLIT = 8
+SWIVEL_SPLIT_LEVELS = 8
 
 
 def srs_model(chain: Chain) -> SRSModel:
@@ -283,8 +292,9 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         """Swivel-angle intervals in which ``branch`` stays within every joint limit.
 
         Each joint angle is a smooth function of psi on a branch; its crossings of
-        the limits are bracketed on a grid of SWIVEL_GRID angles and refined by
-        bisection (Shimizu et al. 2008 solve the same crossings in closed form).
+        the limits are bracketed on a grid of SWIVEL_GRID angles, finer where a
+        joint turns fast (_swivel_samples), and refined by bisection (Shimizu
+        et al. 2008 solve the same crossings in closed form).
 
         Args:
             T_target: (4, 4) tip pose in the base frame.
@@ -299,12 +309,12 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         signs = self._check_branch(branch)
         if abs(self._reach_gaps(target[None])[0]) > REACH_TOL_M:
             return []
-        grid = np.linspace(-np.pi, np.pi, SWIVEL_GRID + 1)
+        grid, q = self._swivel_samples(target, signs)
         # The repeated inputs are built once; the bisection passes leading
         # slices (still contiguous: no copy per step).
         repeated = (np.repeat(target[None], grid.size, axis=0),
                     np.repeat(signs[None], grid.size, axis=0), np.zeros(grid.size))
-        margin = self._margin(grid, *repeated)
+        margin = np.min(np.minimum(q - self.model.lower, self.model.upper - q), axis=1)
         inside = margin >= 0.0
         if inside.all():
             return [(-math.pi, math.pi)]
@@ -331,6 +341,31 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         if start is not None:
             intervals.append((start, math.pi))
         return intervals
+
+    def _swivel_samples(self, target: FloatArray,
+                        signs: FloatArray) -> Tuple[FloatArray, FloatArray]:
+        """Swivel angles (K,) in [-pi, pi], rad, sorted, and the branch's joints there (K, 7).
+
+        SWIVEL_GRID even steps; cells where a joint turns by more than
+        SWIVEL_MAX_STEP are split (SWIVEL_SPLIT, SWIVEL_SPLIT_LEVELS times at
+        most): a limit crossed and crossed back within a cell is then seen at
+        a sample.
+        """
+        grid = np.linspace(-np.pi, np.pi, SWIVEL_GRID + 1)
+        for level in range(SWIVEL_SPLIT_LEVELS + 1):
+            count = grid.size
+            q = self._solve_batch(np.repeat(target[None], count, axis=0), grid,
+                                  np.repeat(signs[None], count, axis=0), np.zeros(count),
+                                  np.zeros(count))
+            turn = np.abs((np.diff(q, axis=0) + np.pi) % (2.0 * np.pi) - np.pi)
+            fast = np.flatnonzero(np.max(turn, axis=1) > SWIVEL_MAX_STEP)
+            if fast.size == 0 or level == SWIVEL_SPLIT_LEVELS:
+                break
+            width = grid[fast + 1] - grid[fast]
+            inner = np.arange(1, SWIVEL_SPLIT) / SWIVEL_SPLIT
+            grid = np.sort(np.concatenate([grid, (grid[fast, None]
+                                                  + width[:, None] * inner).ravel()]))
+        return grid, q
 
     def _margin(self, psi: FloatArray, targets: FloatArray, signs: FloatArray,
                 zeros: FloatArray) -> FloatArray:
