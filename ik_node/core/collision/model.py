@@ -151,8 +151,7 @@ class CollisionModel:
         self._frame_cache: dict = {}
         # The forward kinematics of every tick: compiled when numba is there
         # (a (M, 12) array in one call), else the CPython kernel.
-        self._kernels = resolve_backend(backend)
-        self._fk = self._kernels.fk(chain)
+        self.set_backend(backend)
 
     # -- configuration ----------------------------------------------------------
 

@@ -314,7 +314,7 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         # slices (still contiguous: no copy per step).
         repeated = (np.repeat(target[None], grid.size, axis=0),
                     np.repeat(signs[None], grid.size, axis=0), np.zeros(grid.size))
-        margin = np.min(np.minimum(q - self.model.lower, self.model.upper - q), axis=1)
+        margin = self._limit_margins(q)
         inside = margin >= 0.0
         if inside.all():
             return [(-math.pi, math.pi)]
@@ -374,7 +374,10 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         ``targets`` (K, 4, 4), ``signs`` (K, 3) and ``zeros`` (K,) repeat one
         pose and one branch.
         """
-        q = self._solve_batch(targets, psi, signs, zeros, zeros)
+        return self._limit_margins(self._solve_batch(targets, psi, signs, zeros, zeros))
+
+    def _limit_margins(self, q: FloatArray) -> FloatArray:
+        """Smallest distance to a limit over the joints (K,) of joint vectors q (K, 7), rad."""
         return np.min(np.minimum(q - self.model.lower, self.model.upper - q), axis=1)
 
     def _check_branch(self, branch) -> FloatArray:
