@@ -118,9 +118,12 @@ def test_node_benchmark_runs_over_dds(capsys):
     assert 0 < report['latency_floor']['answered'] <= 5
     # Reacting (the first message moving toward a target) comes before arriving.
     assert report['latency']['p50_s'] <= report['arrival']['p50_s']
+    # How many periods 0.5 s hold is the machine's speed (125 quiet, 10 once beside
+    # two CPU hogs); the statistics are of what was received.
     for key in ('jitter_250hz', 'jitter_250hz_floor'):
         stats = report[key]['stamps']
-        assert stats['periods'] > 10 and stats['mean_rate_hz'] > 0.0
+        assert stats['periods'] >= 1 and stats['mean_rate_hz'] > 0.0
+        assert stats['p50_abs_dev_s'] <= stats['p99_abs_dev_s']
     assert report['sustained'][0]['targets'] == 30
 
 

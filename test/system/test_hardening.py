@@ -96,12 +96,15 @@ def test_bad_robot_description_updates_are_refused_and_the_old_model_kept():
         desc = node.client.create_publisher(String, '/robot_description', latched)
         desc.publish(String(data=path.read_text()))
         node.ready()
+        # One at a time, as robot_state_publisher would send them: the topic keeps
+        # only the newest description (depth 1), so a description published before
+        # the node has read the previous one replaces it unread (a run beside two
+        # CPU hogs counted 3 of 4 when they were sent 0.2 s apart).
         bad = ['not_xml.urdf', 'xxe_local_file.urdf', 'cycle.urdf', 'nan_axis.urdf']
-        for name in bad:
+        for count, name in enumerate(bad, start=1):
             desc.publish(String(data=(CORPUS / name).read_text()))
-            node.spin(0.2)
-        assert node.wait(lambda: node.diagnostic('rejected_robot_description') == str(len(bad)),
-                         10.0), node.diagnostic('rejected_robot_description')
+            assert node.wait(lambda: node.diagnostic('rejected_robot_description') == str(count),
+                             30.0), (name, node.diagnostic('rejected_robot_description'))
         chain = Chain.from_urdf_file(str(path), base, tip)
         assert node.reaches(chain, [0.2, 0.7, 0.1, -1.0, 0.0, 0.6, 0.3])
     finally:
@@ -165,7 +168,9 @@ def test_a_short_soak_has_no_failure_and_no_gross_leak():
     # Every target is handled or counted: on a busy machine the keep-last queue may
     # drop a target of a 100 Hz stream before the node reads it (the newest wins, as
     # the README says); the node counts it. The last target is reached (failures).
-    assert report['targets_received'] > 100
+    # How many targets 30 s hold depends on the machine (~2,000 quiet, 76 read
+    # beside two CPU hogs): a stream was sent and read, however short.
+    assert report['targets_sent'] > 1 and report['targets_received'] > 1, report
     assert report['targets_received'] + report['targets_dropped_unread'] == \
         report['targets_sent'], report
     # A gross leak only (~2,000 targets in 30 s); `ik_bench soak` measures the slope.
