@@ -427,6 +427,65 @@ def test_the_demo_start_gets_the_same_posture_after_the_unreachable_target():
     assert _demo_posture_gap(READY) <= 1e-3
 
 
+def _starved_demo_posture_gap(seed):
+    """Run the demo's sequence through the node's stream, starved ticks; max joint gap, rad.
+
+    As the node runs it for joint_states (CommandStream, lead two periods):
+    half the ticks come late by up to 1.5 s, and a gap over 1 s restarts the
+    plan from where it was (ClockWatch.see, own robot); targets queue between
+    ticks and are taken at the next one.
+    """
+    from ik_node.core.motion.paths import FAR_POSITION
+    from ik_node.core.motion.stream import CommandStream
+    rng = np.random.default_rng(seed)
+    chain = CHAINS['iiwa14'][0]
+    tracker = MotionTracker(chain, make_solver(chain, 'auto'),
+                            TrackerConfig(max_linear_speed=0.4, posture=READY),
+                            np.array(READY), 0.0)
+    period = 0.01
+    stream = CommandStream(tracker, period, 2.0 * period, [500.0])
+    center, size = np.array([0.55, 0.0, 0.55]), 0.18
+
+    def target(t):
+        p, q = figure_eight(t, center, size, 8.0)
+        return pose_matrix(tuple(rot.quaternion_to_matrix(q).ravel()), p)
+    schedule, t = [(0.0, target(0.0))], 10.0 + rng.uniform(0.0, 2.0)
+    t0 = t
+    while t - t0 < 10.0:
+        schedule.append((t, target(t - t0)))
+        t += 0.05 if rng.random() > 0.5 else rng.uniform(0.05, 1.5)
+    far = schedule[-1][1].copy()   # the last orientation, 2 m ahead (as the demo sends it)
+    far[:3, 3] = FAR_POSITION
+    schedule.append((t, far))
+    t += 1.0 + (0.0 if rng.random() > 0.5 else rng.uniform(0.0, 1.5))
+    schedule.append((t, target(0.0)))
+    now, last, before, taken = 0.0, None, None, 0
+    while now < t + 25.0:
+        now += period if rng.random() > 0.5 else rng.uniform(period, 1.5)
+        if last is not None and now - last > 1.0:
+            q, v, _ = stream.sample(last + period)
+            stream.restart(now, q, v)
+        last = now
+        while schedule and schedule[0][0] <= now:
+            if taken == 1:
+                before = stream.sample(now)[0].copy()   # the first pass, settled
+            tracker.add_target(now + stream.lead_s, schedule.pop(0)[1])
+            taken += 1
+        stream.advance(now)
+    return float(np.max(np.abs(stream.sample(now)[0] - before)))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'open defect (issue 30 note): toward a target out of reach the local steps stretch the elbow '
+    'straight, where its side is undefined; with starved ticks the arm came back from it with '
+    'the elbow flipped (the demo beside two CPU hogs, 1 run in 5: 2.7 rad)'))
+def test_the_demo_start_gets_the_same_posture_with_starved_ticks():
+    # Seed 1 gives the very configuration the node came back in beside the hogs
+    # ([0.68, 1.29, 1.08, 1.37, -1.78, 2.09, -0.82]); most seeds keep the posture.
+    assert _starved_demo_posture_gap(1) <= 1e-3
+
+
 @pytest.mark.parametrize('pole', [False, True])
 def test_the_posture_drift_keeps_the_tip_on_its_target_and_a_pole_wins(pole):
     chain = CHAINS['iiwa14'][0]
