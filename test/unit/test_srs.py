@@ -17,7 +17,7 @@
 import math
 from pathlib import Path
 
-from hypothesis import example
+from hypothesis import assume, example
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -25,6 +25,7 @@ from ik_node import AnalyticSRS, Chain, InvalidInputError, JacobianIK, ModelErro
 from ik_node.bench.analytic import offset_copy
 from ik_node.core import rotations as rot
 from ik_node.core.ik.closed_form.base import BRANCHES
+from ik_node.core.ik.closed_form.srs import OUT_OF_REACH_BEND
 from models import reference_forward
 import numpy as np
 from oracle import forward, pose_errors
@@ -457,3 +458,46 @@ def test_near_srs_branches_and_pole_keep_their_meaning(mm):
         if np.min(np.abs(model_res.q[[1, 3, 5]])) >= 0.5:
             assert float(np.max(np.abs(res.q - model_res.q))) < 0.05, (res.q - model_res.q, mm)
     assert total > 0 and kept == total
+
+
+@BACKENDS
+@settings(max_examples=40, deadline=None)
+@given(direction=st.tuples(*[st.floats(-1.0, 1.0)] * 3).filter(
+           lambda d: np.linalg.norm(d) > 0.1),
+       beyond=st.floats(1e-6, 2.0), angle=st.floats(-np.pi, np.pi),
+       elbow=st.sampled_from([-1.0, 1.0]))
+def test_motion_out_of_reach_aims_at_a_bent_elbow_on_its_own_side(backend, direction, beyond,
+                                                                  angle, elbow):
+    """aim_within_reach: beyond the reach, a pose with the wrist on the shoulder-wrist line.
+
+    Checked independently: the wrist centre of the aimed pose is on the line
+    from the shoulder to the target's wrist centre, at the distance the law of
+    cosines gives for an elbow OUT_OF_REACH_BEND from straight; orientation
+    kept; solved exactly, the elbow OUT_OF_REACH_BEND from straight. Within
+    reach the pose is returned as is.
+    """
+    arm = ARMS[backend]
+    m = arm.model
+    u = np.array(direction) / np.linalg.norm(direction)
+    target = np.eye(4)
+    target[:3, :3] = rot.quaternion_to_matrix(rot.axis_angle_to_quaternion(u[[1, 2, 0]], angle))
+    wrist = m.shoulder + (m.reach_high + beyond) * u
+    target[:3, 3] = wrist - target[:3, :3] @ m.wrist_in_tip
+    aimed = arm.aim_within_reach(target)
+    l1, l2 = m.upper_arm, m.forearm
+    bent = math.sqrt(l1 * l1 + l2 * l2 + 2.0 * l1 * l2 * math.cos(OUT_OF_REACH_BEND))
+    aimed_wrist = aimed[:3, 3] + aimed[:3, :3] @ m.wrist_in_tip
+    assert np.allclose(aimed[:3, :3], target[:3, :3], atol=0.0)
+    assert np.allclose(aimed_wrist, m.shoulder + bent * u, atol=1e-12)
+    reference = np.array([0.0, 0.5, 0.0, elbow * 1.2, 0.0, 0.9, 0.0])
+    res = arm.solve(aimed, q_reference=reference)
+    if not res.success:   # e.g. below the shoulder: the limits of q2 and q6 (the arm heads
+        assert 'within the joint limits' in res.reason   # for the closest pose instead)
+        assume(False)
+    # Bent by OUT_OF_REACH_BEND (the iiwa is straight at q4 = 0). Which side the
+    # nearest solution takes depends on the other joints too (above the shoulder,
+    # q1 turning by pi); that a moving arm keeps its side is a tracker test.
+    assert abs(res.q[3]) == pytest.approx(OUT_OF_REACH_BEND, abs=1e-9)
+    inside = target.copy()
+    inside[:3, 3] = m.shoulder + (m.reach_high - 1e-3) * u - target[:3, :3] @ m.wrist_in_tip
+    assert arm.aim_within_reach(inside) is inside

@@ -150,6 +150,14 @@ class GoalSelector:
         ``reference`` the joints to start from, ``direct``: the pose is the
         newest target without smoothing (its solve is the reachability check).
         """
+        aim = self.solver.aim_within_reach(pose)
+        if aim is not pose and not (direct and self.target_unchecked):
+            # Out of reach: head for the pose the arm can hold with its elbow
+            # bent (its side stays defined); the target's verdict is the check's.
+            res = self.solve_free(aim, reference, pole)
+            if res.success:
+                self._fallback = None
+                return res.q, True
         res = self.solve_free(pose, reference, pole)
         if direct and self.target_unchecked:
             # The newest target solved from the current joints: that is the

@@ -709,12 +709,14 @@ class MotionTracker:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
         dt = time - self.time
+        # Out of reach: toward a pose the arm can hold with its elbow bent.
+        aim = self.goals.solver.aim_within_reach(pose, moving=not final)
         if not final:
-            return self._toward_posture(self.goals.moving_goal(pose, reference, dt, self.pole),
-                                        pose, dt)
+            return self._toward_posture(self.goals.moving_goal(aim, reference, dt, self.pole),
+                                        aim, dt)
         goal, solved = self.goals.final_goal(pose, self.target, self.q, reference, self.pole,
                                              direct=self.mode == 'direct')
-        return self._toward_posture(goal, pose, dt) if solved else goal
+        return self._toward_posture(goal, aim, dt) if solved else goal
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
         """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""

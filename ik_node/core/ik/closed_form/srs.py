@@ -78,6 +78,14 @@ BISECTION_STEPS = 45
 SWIVEL_MAX_STEP = 0.05
 SWIVEL_SPLIT = 8
 SWIVEL_SPLIT_LEVELS = 8
+# Motion toward a target out of reach stops with the elbow this far from
+# straight (rad; the iiwa14's wrist 4 mm inside its reach), on the side it is
+# on; a path passing near the reach does not straighten it further
+# (aim_within_reach). At a straight elbow its side is undefined: coming back
+# from there, the side the arm took depended on rounding and on the timing of
+# the ticks (the demo came back with the elbow flipped, 2.7 rad from its
+# first pass, beside two CPU hogs: issue 30).
+OUT_OF_REACH_BEND = 0.2
 
 
 def srs_model(chain: Chain) -> SRSModel:
@@ -139,6 +147,10 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         a1 = float(a @ b)
         a2 = float(a @ np.cross(m.axes[3], b))
         self._elbow_phase = math.atan2(a2, a1)
+        # |W - S|^2 = |a|^2 + |b|^2 + 2 rho cos(q4 - phase): longest at a straight elbow.
+        bent = math.sqrt(float(a @ a + b @ b) + 2.0 * math.hypot(a1, a2) *
+                         math.cos(OUT_OF_REACH_BEND))
+        self.out_of_reach_distance = min(m.reach_high, bent)   # m, shoulder to wrist centre
         fields = (tuple(tuple(r) for r in m.axes.tolist()), tuple(m.shoulder.tolist()),
                   tuple(a.tolist()), tuple(b.tolist()), tuple(m.wrist_in_tip.tolist()),
                   tuple(m.tip_rotation0.ravel().tolist()), m.upper_arm, m.forearm, a1, a2,
@@ -475,6 +487,29 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         return IKResult(q=q, success=success, position_error=pos, orientation_error=rot,
                         iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
                         reason=reason)
+
+    def aim_within_reach(self, pose: FloatArray, moving: bool = False) -> FloatArray:
+        """Return ``pose`` (4, 4), or the pose with the elbow bent.
+
+        Beyond the reach (``moving``: beyond ``out_of_reach_distance``, so
+        that a path passing near the reach does not straighten the elbow on
+        its way either) the wrist centre moves along the shoulder-wrist line
+        to ``out_of_reach_distance`` from the shoulder (the elbow
+        OUT_OF_REACH_BEND from straight), the orientation kept. A pose where
+        the arm comes to rest within its reach is kept: it is reached exactly.
+        A near-SRS arm's reach is its chain's, not its model's: ``pose``
+        unchanged.
+        """
+        m = self.model
+        wrist = pose[:3, 3] + pose[:3, :3] @ m.wrist_in_tip
+        away = wrist - m.shoulder
+        distance = float(np.linalg.norm(away))
+        limit = self.out_of_reach_distance if moving else m.reach_high + REACH_TOL_M
+        if self._polisher is not None or not distance > limit:
+            return pose
+        aimed = pose.copy()
+        aimed[:3, 3] -= away * (1.0 - self.out_of_reach_distance / distance)
+        return aimed
 
     def _near_stretched(self, d: float) -> bool:
         """Return True when the swivel circle radius is below STRETCHED_RADIUS x L1."""
