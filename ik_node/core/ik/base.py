@@ -113,14 +113,13 @@ class IKSolver(abc.ABC):
         """
         check_budget(seconds)
 
-    def aim_within_reach(self, pose: FloatArray, moving: bool = False) -> FloatArray:
+    def aim_within_reach(self, pose: FloatArray) -> FloatArray:
         """Return the pose (4, 4) to move toward for ``pose``: itself, or one the arm can reach.
 
-        Motion toward a pose out of reach heads for this one instead
-        (``moving``: the pose is a point of a path, not where the arm comes to
-        rest). The base class returns ``pose`` (the arm goes to the closest
-        pose its solver finds); solvers with an elbow model pull it in so that
-        the elbow stays bent (AnalyticSRS).
+        Motion toward a pose out of reach heads for this one instead. The base
+        class returns ``pose`` (the arm goes to the closest pose its solver
+        finds); solvers with an elbow model pull it in so that the elbow stays
+        bent (AnalyticSRS).
         """
         return pose
 

@@ -709,8 +709,11 @@ class MotionTracker:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
         dt = time - self.time
-        # Out of reach: toward a pose the arm can hold with its elbow bent.
-        aim = self.goals.solver.aim_within_reach(pose, moving=not final)
+        # A target out of reach: toward a pose the arm can hold with its elbow bent.
+        # Not a twist's target: it is kept near the tip (TwistState.bound), and the
+        # jump of the aim as it crosses the reach broke the tip's speed limits
+        # (0.7 % over, a sweep).
+        aim = pose if self.mode == 'twist' else self.goals.solver.aim_within_reach(pose)
         if not final:
             return self._toward_posture(self.goals.moving_goal(aim, reference, dt, self.pole),
                                         aim, dt)

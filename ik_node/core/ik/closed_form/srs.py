@@ -80,8 +80,7 @@ SWIVEL_SPLIT = 8
 SWIVEL_SPLIT_LEVELS = 8
 # Motion toward a target out of reach stops with the elbow this far from
 # straight (rad; the iiwa14's wrist 4 mm inside its reach), on the side it is
-# on; a path passing near the reach does not straighten it further
-# (aim_within_reach). At a straight elbow its side is undefined: coming back
+# on (aim_within_reach). At a straight elbow its side is undefined: coming back
 # from there, the side the arm took depended on rounding and on the timing of
 # the ticks (the demo came back with the elbow flipped, 2.7 rad from its
 # first pass, beside two CPU hogs: issue 30).
@@ -488,24 +487,21 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
                         iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
                         reason=reason)
 
-    def aim_within_reach(self, pose: FloatArray, moving: bool = False) -> FloatArray:
-        """Return ``pose`` (4, 4), or the pose with the elbow bent.
+    def aim_within_reach(self, pose: FloatArray) -> FloatArray:
+        """Return ``pose`` (4, 4), or, beyond the reach, the pose with the elbow bent.
 
-        Beyond the reach (``moving``: beyond ``out_of_reach_distance``, so
-        that a path passing near the reach does not straighten the elbow on
-        its way either) the wrist centre moves along the shoulder-wrist line
+        Beyond the reach the wrist centre moves along the shoulder-wrist line
         to ``out_of_reach_distance`` from the shoulder (the elbow
-        OUT_OF_REACH_BEND from straight), the orientation kept. A pose where
-        the arm comes to rest within its reach is kept: it is reached exactly.
-        A near-SRS arm's reach is its chain's, not its model's: ``pose``
-        unchanged.
+        OUT_OF_REACH_BEND from straight), the orientation kept. Within the
+        reach ``pose`` is returned: it is followed exactly, also through a
+        straight elbow. A near-SRS arm's reach is its chain's, not its
+        model's: ``pose`` unchanged.
         """
         m = self.model
         wrist = pose[:3, 3] + pose[:3, :3] @ m.wrist_in_tip
         away = wrist - m.shoulder
         distance = float(np.linalg.norm(away))
-        limit = self.out_of_reach_distance if moving else m.reach_high + REACH_TOL_M
-        if self._polisher is not None or not distance > limit:
+        if self._polisher is not None or not distance > m.reach_high + REACH_TOL_M:
             return pose
         aimed = pose.copy()
         aimed[:3, 3] -= away * (1.0 - self.out_of_reach_distance / distance)
