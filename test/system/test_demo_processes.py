@@ -51,9 +51,16 @@ def marked(mark: str) -> list:
 def children(pid: int) -> list:
     """Return the PIDs of the direct children of ``pid`` (Linux /proc)."""
     found = []
-    for task in os.listdir(f'/proc/{pid}/task'):
-        with open(f'/proc/{pid}/task/{task}/children') as listing:
-            found += [int(p) for p in listing.read().split()]
+    try:
+        tasks = os.listdir(f'/proc/{pid}/task')
+    except FileNotFoundError:   # the process ended (its caller sees it by poll())
+        return found
+    for task in tasks:
+        try:
+            with open(f'/proc/{pid}/task/{task}/children') as listing:
+                found += [int(p) for p in listing.read().split()]
+        except FileNotFoundError:   # the thread ended after the listing (seen in ci67)
+            continue
     return found
 
 
