@@ -167,6 +167,8 @@ def _verdict(session, rows, reached_s, alive, code, minutes) -> dict:
         'rss_min_mib': float(rss.min()), 'rss_max_mib': float(rss.max()),
         'rss_growth_after_first_interval_mib': growth,
         'final_target_reached_after_s': reached_s,
+        'node_alive_at_end': alive, 'node_exit_code': code,
+        'last_diagnostics': dict(session.diagnostics),
         'failures': failures,
         'ok': not any(failures.values()) and growth < 5.0,
         'rows': rows,
@@ -185,7 +187,7 @@ def run(args):
         print_table(list(rows[0]), [[cell(v) for v in r.values()] for r in rows])
         print()
     print_measures([(k, v) for k, v in report.items()
-                    if k not in ('benchmark', 'machine', 'rows', 'failures')]
+                    if k not in ('benchmark', 'machine', 'rows', 'failures', 'last_diagnostics')]
                    + [(f'failure: {k}', v) for k, v in report['failures'].items()])
     return 0 if report['ok'] else 1
 

@@ -164,7 +164,9 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
 
 def test_a_short_soak_has_no_failure_and_no_gross_leak():
     report = soak(minutes=0.5, seed=3, interval_s=10.0, domain=unique_domain_id())
-    assert not any(report['failures'].values()), report['failures']
+    # The whole report on failure (ci69, beside two hogs: the node 'exited' and the
+    # last target was missed, with nothing more to go on).
+    assert not any(report['failures'].values()), {k: v for k, v in report.items() if k != 'rows'}
     # Every target is handled or counted: on a busy machine the keep-last queue may
     # drop a target of a 100 Hz stream before the node reads it (the newest wins, as
     # the README says); the node counts it. The last target is reached (failures).
