@@ -141,23 +141,23 @@ class GoalSelector:
         self.target_result, self.target_unchecked = None, False
         self._fallback = None
 
-    def final_goal(self, pose: FloatArray, target: FloatArray, q: FloatArray,
+    def final_goal(self, pose: FloatArray, aim: FloatArray, target: FloatArray, q: FloatArray,
                    reference: FloatArray, pole: Optional[FloatArray],
                    direct: bool) -> Tuple[FloatArray, bool]:
         """Return (joints (n,) for a pose at rest, whether they solve it).
 
+        ``aim`` is the pose to head for instead when ``pose`` is out of reach
+        (the solver's aim_within_reach; ``pose`` itself otherwise),
         ``target`` is the newest target (4, 4), ``q`` the last command (n,),
         ``reference`` the joints to start from, ``direct``: the pose is the
         newest target without smoothing (its solve is the reachability check).
         """
-        aim = self.solver.aim_within_reach(pose)
         if aim is not pose and not (direct and self.target_unchecked):
             # Out of reach: head for the pose the arm can hold with its elbow
             # bent (its side stays defined); the target's verdict is the check's.
             res = self.solve_free(aim, reference, pole)
             if res.success:
-                self._fallback = None
-                return res.q, True
+                return self.goal_of(aim, res, q), True
         res = self.solve_free(pose, reference, pole)
         if direct and self.target_unchecked:
             # The newest target solved from the current joints: that is the

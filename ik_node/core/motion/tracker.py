@@ -717,8 +717,8 @@ class MotionTracker:
         if not final:
             return self._toward_posture(self.goals.moving_goal(aim, reference, dt, self.pole),
                                         aim, dt)
-        goal, solved = self.goals.final_goal(pose, self.target, self.q, reference, self.pole,
-                                             direct=self.mode == 'direct')
+        goal, solved = self.goals.final_goal(pose, aim, self.target, self.q, reference,
+                                             self.pole, direct=self.mode == 'direct')
         return self._toward_posture(goal, aim, dt) if solved else goal
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
