@@ -480,7 +480,8 @@ def _starved_demo_posture_gap(seed):
     As the node runs it for joint_states (CommandStream, lead two periods):
     half the ticks come late by up to 1.5 s, and a gap over 1 s restarts the
     plan from where it was (ClockWatch.see, own robot); targets queue between
-    ticks and are taken at the next one.
+    ticks and are taken at the next one. Returns inf when the first pass had
+    not settled on its target (the comparison would mean nothing).
     """
     from ik_node.core.motion.paths import FAR_POSITION
     from ik_node.core.motion.stream import CommandStream
@@ -496,7 +497,9 @@ def _starved_demo_posture_gap(seed):
     def target(t):
         p, q = figure_eight(t, center, size, 8.0)
         return pose_matrix(tuple(rot.quaternion_to_matrix(q).ravel()), p)
-    schedule, t = [(0.0, target(0.0))], 10.0 + rng.uniform(0.0, 2.0)
+    # The first pass settles before the figure starts: a starved node brakes over
+    # its stalls (CommandStream.CATCH_UP_S), and some schedules took over 10 s.
+    schedule, t = [(0.0, target(0.0))], 30.0 + rng.uniform(0.0, 2.0)
     t0 = t
     while t - t0 < 10.0:
         schedule.append((t, target(t - t0)))
@@ -507,7 +510,7 @@ def _starved_demo_posture_gap(seed):
     t += 1.0 + (0.0 if rng.random() > 0.5 else rng.uniform(0.0, 1.5))
     schedule.append((t, target(0.0)))
     now, last, before, taken = 0.0, None, None, 0
-    while now < t + 40.0:
+    while now < t + 120.0:
         now += period if rng.random() > 0.5 else rng.uniform(period, 1.5)
         if last is not None and now - last > 1.0:
             q, v, _ = stream.sample(last + period)
@@ -516,6 +519,9 @@ def _starved_demo_posture_gap(seed):
         while schedule and schedule[0][0] <= now:
             if taken == 1:
                 before = stream.sample(now)[0].copy()   # the first pass, settled
+                if not stream.at_rest() or \
+                        np.linalg.norm(chain.forward(before)[:3, 3] - target(0.0)[:3, 3]) > 1e-6:
+                    return math.inf
             tracker.add_target(now + stream.lead_s, schedule.pop(0)[1])
             taken += 1
         stream.advance(now)
@@ -523,14 +529,18 @@ def _starved_demo_posture_gap(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('seed', [1, 8])
+@pytest.mark.parametrize('seed', [1, 8, 53])
 def test_the_demo_start_gets_the_same_posture_with_starved_ticks(seed):
     """The demo's posture check beside CPU hogs (issue 30), in plain Python.
 
     Seed 1 came back, before the elbow was kept bent out of reach, in the
     very configuration the node came back in beside two hogs (1 run in 5:
-    [0.68, 1.29, 1.08, 1.37, -1.78, 2.09, -0.82], 2.7 rad away); seed 8 is
-    the slowest to drift back (restarts drop the time of long gaps).
+    [0.68, 1.29, 1.08, 1.37, -1.78, 2.09, -0.82], 2.7 rad away). Since a late
+    tick brakes over its stall (CommandStream.CATCH_UP_S) these schedules no
+    longer flip the elbow without the bent aim either (60 seeds);
+    test_out_of_reach_the_elbow_stays_bent_on_its_side_and_comes_back pins
+    the aim. The drift back is slower when stalls brake: seed 53 took over
+    40 s of the 120 s allowed (every one of seeds 1-60 is back within it).
     """
     assert _starved_demo_posture_gap(seed) <= 1e-3
 

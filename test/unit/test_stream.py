@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.stream import CommandStream
+from ik_node.core.motion.stream import CATCH_UP_S, CommandStream
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
@@ -118,6 +118,69 @@ def test_a_restart_moving_toward_a_limit_keeps_every_limit_after_it(
     change = np.abs(np.diff(vs, axis=0))
     assert np.all(change <= limit * dt * (1 + 1e-6) + 1e-9), \
         float(np.max(change / (limit * dt)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(stall=st.floats(0.01, 0.95), moving_for=st.floats(0.05, 0.6),
+       offset=st.tuples(*[st.floats(-0.2, 0.2)] * 3))
+def test_a_late_tick_plans_a_bounded_motion_and_brakes_over_the_rest(stall, moving_for, offset):
+    """A tick ``stall`` s after the last plans at most lead + CATCH_UP_S of motion; brakes before.
+
+    The cause (ci71): each late tick planned every grid point it missed with the
+    guarded limiting step, so on a loaded machine a costly step (the iiwa held
+    at the floor: ~2.5 ms) made the next tick later still, down to 2 joint
+    states a second. Judged by counting the tracker's motion steps in the late
+    tick, and on the committed points: within the position limits, the
+    velocity changing by at most the acceleration limit times the time between
+    points, not faster after the stall than before it (braked); the target is
+    still reached.
+    """
+    tracker, stream = make()
+    chain = tracker.chain
+    goal = target(tracker, np.array(offset) + 0.05)   # never the start itself
+    tracker.add_target(stream.lead_s, goal)
+    now = 0.0
+    while now < moving_for:
+        now += stream.h
+        stream.advance(now)
+    moving = bool(np.any(tracker.v))
+    steps, braking = [], []
+    command, brake = tracker.command, tracker.brake
+
+    def counted_command(t, reference=None):
+        steps.append(t)
+        return command(t, reference)
+
+    def watched_brake(t):
+        out = brake(t)
+        braking.append((t, np.abs(tracker.v).copy()))
+        return out
+    tracker.command, tracker.brake = counted_command, watched_brake
+    now += stall
+    braked = stream.tails_adopted
+    stream.advance(now)
+    tracker.command, tracker.brake = command, brake
+    assert len(steps) <= round((stream.lead_s + CATCH_UP_S) / stream.h) + 1, len(steps)
+    if stall < stream.lead_s + CATCH_UP_S:      # the tick planned all of it
+        assert stream.tails_adopted == braked and not braking
+    elif moving and stall > stream.lead_s + CATCH_UP_S + 2 * stream.h:
+        assert stream.tails_adopted == braked + 1 and braking
+    # Braked up to the motion planned (or to rest, then skipped): each joint slower
+    # at every braking step, never faster.
+    for (_, a), (_, b) in zip(braking, braking[1:]):
+        assert np.all(b <= a + 1e-12)
+    if braking and steps:
+        assert braking[-1][0] < min(steps)
+    points = list(stream._points)
+    limit = TrackerConfig().max_joint_acceleration
+    for a, b in zip(points, points[1:]):
+        assert chain.within_limits(b.q)
+        assert np.all(np.abs(b.v - a.v) <= limit * (b.time - a.time) * (1 + 1e-6) + 1e-9)
+    for _ in range(1000):
+        now += stream.h
+        stream.advance(now)
+    reached = chain.forward(stream.sample(now)[0])
+    assert np.linalg.norm(reached[:3, 3] - goal[:3, 3]) <= 1e-4
 
 
 def test_idle_time_is_skipped_in_one_point():

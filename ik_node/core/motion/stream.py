@@ -38,6 +38,11 @@ A tick that comes late (the clock passed the previous message's committed end
 minus the latency budget and half a period: the controller may be on that
 tail already) commits the tail itself up to the new end, counted in
 ``tails_adopted``: the arm brakes and then picks up again, without a jump.
+A tick that finds more than ``lead_s + CATCH_UP_S`` of the grid to commit (the
+node stalled, or each of its ticks cost more than the time between them) has
+the arm brake over all of it but the newest ``CATCH_UP_S``, also counted in
+``tails_adopted``: braking steps are cheap and never refused, so a tick's work
+stays bounded however late it is.
 A plan at rest skips idle time in one step (no points for nothing).
 
 Times are the caller's clock in seconds (the node: ROS time since its start).
@@ -67,6 +72,14 @@ LATE_MARGIN = 0.5
 # common, and with one period of slack every other tick braked).
 CONTROLLER_LEAD_PERIODS = 3.0
 
+# The most grid time (s) beyond the lead that one tick plans as motion; a later
+# tick brakes over the rest (see advance). Without a bound the work of a late
+# tick grew with its lateness: the iiwa14 held at the floor costs ~2.5 ms per
+# grid point (three guarded steps), and beside four CPU hogs each tick's
+# catch-up made the next one later, until the node published 2 joint states a
+# second with gaps up to 1 s (test_collision_node in ci71). 0.1 s: 10 grid
+# points at 100 Hz, 25 at 250 Hz.
+CATCH_UP_S = 0.1
 # Committed points older than this (s) behind the clock are forgotten.
 KEEP_S = 1.0
 # position_array: no array sent for this many periods is a stall (the forward
@@ -281,6 +294,8 @@ class CommandStream:
         self._published_end = None
         if self.at_rest() and self.end_time < horizon - self.h - _rounding(horizon):
             self._skip_idle(horizon - self.h)
+        else:
+            self._brake_through_stall(horizon - self.lead_s - CATCH_UP_S)
         added = 0
         while self._next_within(horizon):
             t = self.end_time + self.h
@@ -308,8 +323,15 @@ class CommandStream:
         self._points.append(PlanPoint(float(time), last.q, last.v, last.a))
         self.idle_skips += 1
 
+    def _brake_through_stall(self, until: float) -> None:
+        """A late tick: brake until ``until`` (s), at rest skip to it; motion is planned after."""
+        if self._next_within(until):
+            self._adopt_tail(until)
+            if self.at_rest() and self.end_time < until - _rounding(until):
+                self._skip_idle(until)
+
     def _adopt_tail(self, horizon: float) -> None:
-        """Commit the braking tail the controller may be playing, up to ``horizon``."""
+        """Commit the braking tail (the controller may be playing it) up to ``horizon``, s."""
         self.tails_adopted += 1
         while self._next_within(horizon) and not self.at_rest():
             t = self.end_time + self.h
