@@ -324,7 +324,7 @@ class CommandStream:
         self.idle_skips += 1
 
     def _brake_through_stall(self, until: float) -> None:
-        """A late tick: brake until ``until`` (s), at rest skip to it; motion is planned after."""
+        """Brake until ``until`` (s) after a stall, at rest skip to it: motion is planned after."""
         if self._next_within(until):
             self._adopt_tail(until)
             if self.at_rest() and self.end_time < until - _rounding(until):
