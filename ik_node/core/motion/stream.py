@@ -292,9 +292,7 @@ class CommandStream:
                 now + self.budget_s + LATE_MARGIN * self.h > self._published_end:
             self._adopt_tail(horizon)
         self._published_end = None
-        if self.at_rest() and self.end_time < horizon - self.h - _rounding(horizon):
-            self._skip_idle(horizon - self.h)
-        else:
+        if not self._skip_if_idle(horizon - self.h):
             self._brake_through_stall(horizon - self.lead_s - CATCH_UP_S)
         added = 0
         while self._next_within(horizon):
@@ -316,19 +314,21 @@ class CommandStream:
         self._points.append(point)
         return point
 
-    def _skip_idle(self, time: float) -> None:
-        """At rest: move the plan's clock to ``time`` in one point (no motion, no steps)."""
-        last = self._points[-1]
+    def _skip_if_idle(self, time: float) -> bool:
+        """At rest and before ``time`` (s): move the plan's clock there in one point; say so."""
+        if not (self.at_rest() and self.end_time < time - _rounding(time)):
+            return False
+        last = self._points[-1]   # one point, no motion, no steps
         self.tracker.skip_to(time)
         self._points.append(PlanPoint(float(time), last.q, last.v, last.a))
         self.idle_skips += 1
+        return True
 
     def _brake_through_stall(self, until: float) -> None:
         """Brake until ``until`` (s) after a stall, at rest skip to it: motion is planned after."""
         if self._next_within(until):
             self._adopt_tail(until)
-            if self.at_rest() and self.end_time < until - _rounding(until):
-                self._skip_idle(until)
+            self._skip_if_idle(until)
 
     def _adopt_tail(self, horizon: float) -> None:
         """Commit the braking tail (the controller may be playing it) up to ``horizon``, s."""
