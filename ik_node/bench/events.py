@@ -16,7 +16,7 @@
 
 The node's loop in plain Python, closed around a lagging servo through a
 controller stand-in (ik_node.bench.standins): every 10 ms a tick
-(FeedbackPolicy.decide, then CommandStream.advance, the message as the node
+(MotionSession.tick, the node's motion step, then the message as the node
 builds it), position arrays at the controller's rate while the arrays flow,
 joint states at 250 Hz stamped on the node's clock and arriving 2 ms later.
 Mid-motion one event: a bad joint state (a +1 rad glitch, a duplicated
@@ -42,7 +42,8 @@ from ik_node.bench.standins import derivatives, ForwardController, LagServo, Poi
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.feedback import FeedbackPolicy
-from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.session import MotionSession
+from ik_node.core.motion.stream import controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.poses import pose_error
 import numpy as np
@@ -65,12 +66,13 @@ class Loop:
         """Start everything at rest at Q0 (real time and the node's clock both 0)."""
         self.chain, self.output = chain, output
         self.config = TrackerConfig(max_joint_acceleration=ACCEL)
-        self.tracker = MotionTracker(chain, make_solver(chain, 'auto'), self.config, Q0, 0.0)
-        self.stream = CommandStream(self.tracker, PERIOD, controller_lead(PERIOD, BUDGET), JERK,
-                                    budget_s=BUDGET)
+        tracker = MotionTracker(chain, make_solver(chain, 'auto'), self.config, Q0, 0.0)
         self.policy = FeedbackPolicy(chain.joint_names, chain.lower, chain.upper,
                                      chain.velocity, timeout=0.1, tolerance=0.1,
                                      servo_lag=0.15)
+        # The node's own motion step: the session owns the tick.
+        self.session = MotionSession(tracker, PERIOD, controller_lead(PERIOD, BUDGET), JERK,
+                                     budget_s=BUDGET, feedback=self.policy)
         self.servo = LagServo(Q0, tau)
         controller = TrajectoryController if output == 'joint_trajectory' else \
             ForwardController
@@ -105,20 +107,18 @@ class Loop:
         """Hand states and messages due by ``real`` to the policy and the controller."""
         while self.states and self.states[0][0] <= real + 1e-12:
             _, names, q, v, stamp = self.states.pop(0)
-            self.policy.take(names, q, v, stamp, self.clock(real))
+            self.session.measured(names, q, v, stamp, self.clock(real))
         for item in [m for m in self.inbox if m[0] <= real + 1e-12]:
             self.inbox.remove(item)
             self.controller.receive(item[1], self.clock(item[0]))
 
     def tick(self, real: float) -> None:
-        """One node tick: the policy decides, the stream advances, the message goes out."""
+        """One node tick: the session's motion step, then the message goes out."""
         now = self.clock(real)
-        reference = self.policy.decide(now, self.stream)
-        if reference is None:
+        if not self.session.tick(now).planned:
             return
-        self.stream.advance(now, reference)
         if self.output == 'joint_trajectory':
-            points = self.stream.horizon(now)
+            points = self.session.plan.horizon(now)
             start = points[0].time
             self.inbox.append((real + LATENCY, Trajectory(
                 list(self.chain.joint_names), start,
@@ -127,7 +127,8 @@ class Loop:
     def send_array(self, real: float) -> None:
         """position_array: the plan at this instant, once the arrays flow."""
         if self.output == 'position_array' and self.policy.started:
-            self.inbox.append((real + LATENCY, list(self.stream.send(self.clock(real)))))
+            self.inbox.append((real + LATENCY,
+                               list(self.session.plan.send(self.clock(real)))))
 
 
 def run_event(chain: Chain, output: str, event: str, tau: float = 0.05,
@@ -144,7 +145,7 @@ def run_event(chain: Chain, output: str, event: str, tau: float = 0.05,
         if event == 'tip speed 0.001 for 0.5 s' and not changed_back and \
                 real >= at + 0.5:
             changed_back = True
-            loop.tracker.configure(loop.config, loop.clock(real) + loop.stream.lead_s)
+            loop.session.configure(loop.clock(real), config=loop.config)
         lost = event == 'feedback lost 0.5 s' and at <= real < at + 0.5
         if k % STATE_EVERY == 0 and not lost:
             loop.measure(real, event, due)
@@ -153,8 +154,7 @@ def run_event(chain: Chain, output: str, event: str, tau: float = 0.05,
         if not stalled and k % ticks_per_node == 0:
             if not target_sent and real >= 0.1:
                 target_sent = True
-                loop.tracker.add_target(loop.clock(real) + loop.stream.lead_s,
-                                        chain.forward(GOAL))
+                loop.session.target(loop.clock(real), chain.forward(GOAL))
             loop.tick(real)
         if not stalled:
             loop.send_array(real)
@@ -166,25 +166,24 @@ def _apply_event(loop: Loop, event: str, real: float, due: bool, dt: float) -> N
     """Apply a clock, parameter or model event at its instant."""
     if not due:
         return
-    plan = loop.clock(real) + loop.stream.lead_s
+    now, session = loop.clock(real), loop.session
     if event == 'clock back 10 s':
         loop.offset -= 10.0
     elif event == 'clock forward 5 s':
         loop.offset += 5.0
     elif event == 'acceleration 5 -> 0.01':
-        loop.tracker.configure(replace(loop.config, max_joint_acceleration=0.01), plan)
+        session.configure(now, config=replace(loop.config, max_joint_acceleration=0.01))
     elif event == 'tip speed 0.001 for 0.5 s':
-        loop.tracker.configure(replace(loop.config, max_linear_speed=0.001,
-                                       max_angular_speed=0.001), plan)
+        session.configure(now, config=replace(loop.config, max_linear_speed=0.001,
+                                              max_angular_speed=0.001))
     elif event == 'jerk 500 -> 50':
-        loop.stream.set_jerk(50.0)
+        session.configure(now, jerk=50.0)
     elif event == 'new model, same arm':
         chain = iiwa14()
-        tracker = carried_over(loop.tracker, chain, make_solver(chain, 'auto'), Q0,
-                               loop.tracker.time)
-        tracker.add_target(plan, chain.forward(GOAL))
-        loop.stream.use_tracker(tracker)
-        loop.tracker = tracker
+        tracker = carried_over(session.tracker, chain, make_solver(chain, 'auto'), Q0,
+                               session.tracker.time)
+        session.use_model(tracker, JERK, loop.policy)
+        session.target(now, chain.forward(GOAL))
 
 
 def _row(loop: Loop, output: str, event: str, dt: float) -> Dict[str, object]:
@@ -200,7 +199,7 @@ def _row(loop: Loop, output: str, event: str, dt: float) -> Dict[str, object]:
             'resyncs': loop.policy.resyncs,
             'rejected': int(sum(loop.policy.filter.rejected.values())),
             'reached': reached < 1e-4, 'final_error_m': reached,
-            'stream_clock_jumps_back': loop.stream.clock_jumps_back}
+            'stream_clock_jumps_back': loop.session.plan.clock_jumps_back}
 
 
 TWISTS = ((0.3, 0.0), (0.9, 0.0), (0.0, 2.5), (0.9, 2.5))   # (m/s, rad/s) asked
@@ -219,16 +218,16 @@ def twist_tip_speeds(chain: Chain, linear: float, angular: float, seconds: float
     """
     config = TrackerConfig(max_joint_acceleration=ACCEL)
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), config, Q0, 0.0)
-    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, BUDGET), JERK,
-                           budget_s=BUDGET)
+    session = MotionSession(tracker, PERIOD, controller_lead(PERIOD, BUDGET), JERK,
+                            budget_s=BUDGET)
     lin, ang = linear * np.asarray(direction, float), angular * np.asarray(axis, float)
     poses, dt = [], 1.0 / RATE
     for k in range(int(round(seconds / dt))):
         now = k * dt
         if k % int(round(PERIOD / dt)) == 0:
-            tracker.set_twist(now + stream.lead_s, lin, ang, body)
-            stream.advance(now)
-        poses.append(chain.forward(stream.send(now)))
+            session.twist(now, lin, ang, body)
+            session.tick(now)
+        poses.append(chain.forward(session.plan.send(now)))
     v, w = np.array([pose_error(a, b) for a, b in zip(poses, poses[1:])]).T / dt
     return {'linear_asked': linear, 'angular_asked': angular,
             'linear_over_limit': float(v.max()) / config.max_linear_speed,

@@ -14,19 +14,20 @@
 
 """The ik_node ROS 2 node: target poses in, joint states out.
 
-A thin adapter around :class:`ik_node.core.motion.tracker.MotionTracker`, which
-decides every motion (trajectory, IK, joint speed / acceleration / position
-limits): parameters become its configuration (validated in the on-set
-callback, applied in the post-set callback, as ros2/demos does), messages
-become its inputs, its commands go out through one encoder per command
-output (:mod:`ik_node.ros.outputs`), and ``/diagnostics`` is read from the
+A thin adapter around :class:`ik_node.core.motion.session.MotionSession`,
+the one owner of the motion step (trajectory, IK, feedback, joint speed /
+acceleration / position limits, collision): parameters become its
+configuration (validated in the on-set callback, applied in the post-set
+callback, as ros2/demos does), messages become its inputs, its committed
+plan goes out through one encoder per command output
+(:mod:`ik_node.ros.outputs`), and ``/diagnostics`` is read from the
 tracker's status snapshot (:mod:`ik_node.ros.diagnostics`); the parameters
 are one table (:mod:`ik_node.ros.parameters`). ``~/target_pose``
 (geometry_msgs/PoseStamped) is validated (finite, quaternion not ~0,
 frame_id empty or the base link); ``~/pole_target`` sets the elbow pole;
 ``~/reset`` (std_srvs/Trigger) heads back to the initial joints. A timer at
-``publish_rate`` publishes the tracker's command, then checks the newest
-target's reachability; side outputs (``/diagnostics``, ``~/markers``) go out
+``publish_rate`` makes the session's tick and publishes its commands, then
+checks the newest target's reachability; side outputs (``/diagnostics``, ``~/markers``) go out
 from the same tick at their own rates, from one table.
 """
 
@@ -46,6 +47,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import LinkFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import check_jerk_limits
+from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
 from ik_node.core.rotations import quaternion_to_matrix
@@ -147,12 +149,13 @@ class IKNode(Node):
         rate = self.get_parameter('publish_rate').value
         self._period = 1.0 / rate
         self.output = self.get_parameter('command_output').value
-        self.clock = ClockWatch(self._period, self.get_logger(), self.output == 'joint_states')
+        self.clock = ClockWatch(self._period, self.get_logger())
         self.rejected = collections.Counter()
         self.callback_errors = 0
         self.chain: Optional[Chain] = None
-        self.tracker: Optional[MotionTracker] = None
-        self.stream: Optional[CommandStream] = None
+        # The one owner of the motion step (targets, twists, states, settings in;
+        # the committed plan out); None until the robot model is loaded.
+        self.session: Optional[MotionSession] = None
         self._stopping = False
         self._pending_solver = None  # built by the on-set callback, used by the post-set one
         self.targets_received = self.poles_received = self.twists_received = 0
@@ -162,7 +165,6 @@ class IKNode(Node):
         self.twist_gaps = SequenceGaps()
         self.encoder = None   # of the command output, for the model's joints
         self.frames: Optional[LinkFrames] = None
-        self.feedback: Optional[FeedbackPolicy] = None
         self._command_order: Optional[list] = None   # chain indices in command order
         self.collision = CollisionSupport(self.get_logger(), self.rejected)
         self._collision_checks = self._collision_wanted()
@@ -217,6 +219,21 @@ class IKNode(Node):
             self._array_timer = self.create_timer(1.0 / array_rate,
                                                   self._guarded(self._send_array))
             self.get_logger().warning(position_array_warning(array_rate))
+
+    @property
+    def tracker(self) -> Optional[MotionTracker]:
+        """The session's tracker, for reading its state (None before the model)."""
+        return None if self.session is None else self.session.tracker
+
+    @property
+    def stream(self) -> Optional[CommandStream]:
+        """The committed plan the outputs sample (None before the model)."""
+        return None if self.session is None else self.session.plan
+
+    @property
+    def feedback(self) -> Optional[FeedbackPolicy]:
+        """The feedback policy (None without feedback_topic or before the model)."""
+        return None if self.session is None else self.session.feedback
 
     @staticmethod
     def _named_topic(parameter: str, create, kind, topic: str, *args):
@@ -306,19 +323,18 @@ class IKNode(Node):
         return SetParametersResult(successful=True)
 
     def _apply_parameters(self, params):
-        """Hand the accepted changes to the tracker (after the on-set callback agreed)."""
-        if self.tracker is None:
+        """Hand the accepted changes to the session (after the on-set callback agreed)."""
+        if self.session is None:
             return  # read from the parameters when the model arrives
         names = {p.name for p in params}
         if 'solver' in names and self._pending_solver is not None:
-            self.tracker.set_solver(self._pending_solver)
+            self.session.use_solver(self._pending_solver)
             self._pending_solver = None
-        if names & set(CONFIG_PARAMETERS):
-            self.tracker.configure(self._config(), self._plan_time())
-        if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) and self.stream is not None:
-            self.stream.set_jerk(self._jerk())
-        if names & set(FEEDBACK_PARAMETERS) and self.feedback is not None:
-            self.feedback.configure(*self._feedback_settings())
+        self.session.configure(
+            self._instant()[1],
+            config=self._config() if names & set(CONFIG_PARAMETERS) else None,
+            jerk=self._jerk() if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) else None,
+            feedback=self._feedback_settings() if names & set(FEEDBACK_PARAMETERS) else None)
         if 'collision_margin' in names:
             self.collision.set_margin(self.get_parameter('collision_margin').value)
 
@@ -373,27 +389,16 @@ class IKNode(Node):
             return 0.0
         return self.get_parameter('command_latency_budget').value
 
-    def _stream_for(self, tracker: MotionTracker, now: float) -> CommandStream:
-        """Return the command stream of a (new) tracker: the old one when the joints are the same.
+    def _lead(self) -> float:
+        """Return how far ahead of the clock commands are committed, s.
 
-        A new model of the same joints continues the old plan (committed points
-        and jerk stage kept; carried_over continues the limiting step's state):
-        no seam at the controller. Other joints: a new stream at rest.
+        What a controller reads: committed the budget and three periods ahead
+        (see "What the controller gets"); joint_states (nothing reads them
+        later than now): two periods.
         """
-        old = self.stream
-        if old is not None and old.tracker.joint_names == tracker.joint_names:
-            old.use_tracker(tracker)
-            return old
-        # What a controller reads: committed the budget and three periods ahead
-        # (see "What the controller gets"); joint_states (nothing reads them
-        # later than now): two periods.
-        lead = 2.0 * self._period if self.output == 'joint_states' else \
-            controller_lead(self._period, self._budget())
-        return CommandStream(tracker, self._period, lead, self._jerk(), budget_s=self._budget())
-
-    def _plan_time(self) -> float:
-        """Return the tracker's clock now: the node's clock plus the lead of the plan."""
-        return self._instant()[1] + (0.0 if self.stream is None else self.stream.lead_s)
+        if self.output == 'joint_states':
+            return 2.0 * self._period
+        return controller_lead(self._period, self._budget())
 
     def _use_model(self, text: str):
         """Track with the model of URDF ``text`` (IKError, StartupError: refused; old one kept)."""
@@ -414,14 +419,18 @@ class IKNode(Node):
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
         # it from the cache); pay that now, not in the first tick.
         solver.warm_up(q0)
-        stream = self._stream_for(tracker, now)
-        self.chain, self.tracker, self.frames, self._command_order = chain, tracker, frames, order
-        self.stream = stream
+        feedback = None if not self.feedback_topic else FeedbackPolicy(
+            chain.joint_names, chain.lower, chain.upper, chain.velocity,
+            *self._feedback_settings())
+        if self.session is None:
+            self.session = MotionSession(tracker, self._period, self._lead(), self._jerk(),
+                                         budget_s=self._budget(), feedback=feedback,
+                                         own_robot=self.output == 'joint_states')
+        else:   # the same joints: the committed plan goes on (no seam)
+            self.session.use_model(tracker, self._jerk(), feedback)
+        self.chain, self.frames, self._command_order = chain, frames, order
         self.encoder = ENCODERS[self.output](chain.joint_names, order, self._epoch_ns,
                                              self.get_clock().clock_type, chain.mimics)
-        if self.feedback_topic:
-            self.feedback = FeedbackPolicy(chain.joint_names, chain.lower, chain.upper,
-                                           chain.velocity, *self._feedback_settings())
         for line in model_summary(chain, solver, self.get_parameter('solver').value, frames):
             self.get_logger().info(line)
         self._use_collision(text, chain, frames, q0, tracker)
@@ -539,7 +548,7 @@ class IKNode(Node):
             return
         self.targets_received += 1
         # Commands go out from the timer only: the stream is planned on its grid.
-        self.tracker.add_target(self._plan_time(), _pose(p, q))
+        self.session.target(self._instant()[1], _pose(p, q))
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)
@@ -552,7 +561,7 @@ class IKNode(Node):
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'pole rejected: {exc}', throttle_duration_sec=1.0)
             return
-        self.tracker.set_pole(pole)
+        self.session.pole(pole)
         self.poles_received += 1
 
     def _on_twist(self, msg: TwistStamped, info):
@@ -567,7 +576,7 @@ class IKNode(Node):
             self.get_logger().warning(f'twist rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.twists_received += 1
-        self.tracker.set_twist(self._plan_time(), linear, angular, body)
+        self.session.twist(self._instant()[1], linear, angular, body)
 
     def _on_feedback(self, msg: JointState):
         """Take the robot's joint state unless it is malformed or implausible (counted, logged)."""
@@ -575,8 +584,8 @@ class IKNode(Node):
             return
         stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         stamp = None if stamp_ns == 0 else (stamp_ns - self._epoch_ns) * 1e-9
-        reason = self.feedback.take(msg.name, msg.position, msg.velocity, stamp,
-                                    self._instant()[1])
+        reason = self.session.measured(msg.name, msg.position, msg.velocity, stamp,
+                                       self._instant()[1])
         if reason:
             self.get_logger().warning(
                 f'joint state on {self.feedback_topic} rejected ({reason}): not followed; '
@@ -588,7 +597,7 @@ class IKNode(Node):
         if self.tracker is None:
             response.success, response.message = False, 'no robot model yet'
             return response
-        self.tracker.reset(self._plan_time())
+        self.session.reset(self._instant()[1])
         response.success = True
         response.message = 'moving back to the initial positions within the joint limits'
         return response
@@ -621,14 +630,28 @@ class IKNode(Node):
         return tuple(float(self._value(name, changes)) for name in FEEDBACK_PARAMETERS)
 
     def _tick(self):
-        """Publish the joint command of this instant, then a side output when one is due."""
+        """Make the session's motion step, publish its commands, then a side output when due.
+
+        With feedback, the session's FeedbackPolicy may hold the plan (stale
+        feedback: nothing published, the controller plays the last message's
+        braking tail) or restart it from the measured state (logged here).
+        """
         # One instant for the command and the stamp: the state is valid at its
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
-        self.clock.see(now, self.stream)
-        self.solvers.switch_when_compiled(self.tracker)
-        if self.tracker is not None and not self._stopping and self._command(stamp, now):
-            self.tracker.check_reachability()
+        self.clock.see(now, self.session is not None)
+        self.solvers.switch_when_compiled(self.session)
+        if self.session is not None and not self._stopping:
+            tick = self.session.tick(now)
+            if tick.resynced:
+                self.get_logger().warning(
+                    'the measured joints left the commands of the last 4 x servo_lag by more '
+                    'than resync_tolerance (pushed? controller switched?): continuing from '
+                    'where the arm is', throttle_duration_sec=1.0)
+            if tick.planned:
+                self._publish(stamp, now)
+                # After the commands are out: a new target's full solve takes ms.
+                self.session.check_reachability()
         self._publish_side_outputs(now)
 
     def _publish_side_outputs(self, now: float) -> None:
@@ -641,31 +664,6 @@ class IKNode(Node):
                 publish()
                 due += period
                 side[2] = due if due > now else now + period   # fell behind: no burst
-
-    def _command(self, stamp, now: float) -> bool:
-        """Plan to now + lead and publish; False when stale feedback holds it back.
-
-        With feedback, the core's FeedbackPolicy decides what the plan starts
-        from: held while the feedback is stale (nothing published: the
-        controller plays the last message's braking tail), restarted from the
-        measured state when it comes back or when the arm was disturbed
-        (a deviation that the commands' servo lag does not explain).
-        """
-        reference = None
-        stream = self.stream
-        if self.feedback is not None:
-            resyncs = self.feedback.resyncs
-            reference = self.feedback.decide(now, stream)
-            if reference is None:
-                return False
-            if self.feedback.resyncs > resyncs:   # also one found as a hold ends
-                self.get_logger().warning(
-                    'the measured joints left the commands of the last 4 x servo_lag by more '
-                    'than resync_tolerance (pushed? controller switched?): continuing from '
-                    'where the arm is', throttle_duration_sec=1.0)
-        stream.advance(now, reference)
-        self._publish(stamp, now)
-        return True
 
     def _publish(self, stamp, now: float):
         """Publish the plan on the command output at this tick (its encoder's message).

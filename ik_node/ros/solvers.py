@@ -27,7 +27,8 @@ from typing import Callable, Optional
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.motion.session import MotionSession
+from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.core.warm import kernel_key, KernelCompile
 import numpy as np
 
@@ -112,19 +113,18 @@ class SolverSupply:
         """Backend of the tracker's limiting step: numba once any compile is done."""
         return 'auto' if self.warm else 'numpy'
 
-    def switch_when_compiled(self, tracker: Optional[MotionTracker]) -> None:
+    def switch_when_compiled(self, session: Optional[MotionSession]) -> None:
         """Log a background compile's progress; with kernels ready, switch to numba at rest.
 
         The switch waits until the arm is at rest (every joint's velocity
         zero): a motion runs on one backend from its start to its end.
         """
         self.collect()
-        if tracker is None or not self.warm or np.any(tracker.v != 0.0):
+        if session is None or not self.warm or np.any(session.tracker.v != 0.0):
             return
-        if tracker.backend == 'numpy':
-            tracker.set_backend('auto')
-            if tracker.guard is not None:   # its kernels are in the cache (compile_kernels)
-                tracker.guard.model.set_backend('auto')
+        tracker = session.tracker
+        if tracker.backend == 'numpy':   # its kernels are in the cache (compile_kernels)
+            session.use_backend('auto')
         if tracker.solver.backend != 'numpy':
             return
         if kernel_key(tracker.solver, tracker.chain) not in self.warm:
@@ -133,7 +133,7 @@ class SolverSupply:
             return
         solver = make_solver(tracker.chain, self._solver_name())
         solver.warm_up(tracker.q)
-        tracker.set_solver(solver)
+        session.use_solver(solver)
         self._logger.info(f'solver {solver.name}: numba from now on')
 
     def collect(self) -> None:

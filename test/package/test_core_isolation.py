@@ -145,3 +145,41 @@ def test_no_module_of_the_package_imports_a_private_name_of_another():
                 found += [f'{path.name}: {node.module}.{a.name}' for a in node.names
                           if a.name.startswith('_')]
     assert found == []
+
+
+# What changes the motion: only MotionSession (ik_node.core.motion.session) may
+# call these on the tracker, the stream or the feedback policy. The ROS layer
+# hands every input to the session (issue 31: one owner of the tick).
+STEPPING_CALLS = ('add_target', 'set_twist', 'set_pole', 'reset', 'configure', 'set_solver',
+                  'set_backend', 'advance', 'restart', 'set_jerk', 'use_tracker', 'decide',
+                  'take', 'sync', 'command', 'brake', 'check_reachability')
+
+
+def stepping_calls_of(path, receivers=('tracker', 'stream', 'feedback', 'policy')):
+    """(line, receiver.method) of each call of a stepping method on one of ``receivers``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in STEPPING_CALLS:
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else \
+                owner.id if isinstance(owner, ast.Name) else ''
+            if name in receivers:
+                found.append((node.lineno, f'{name}.{node.func.attr}'))
+    return found
+
+
+def test_the_ros_layer_leaves_every_motion_step_to_the_session():
+    checked = 0
+    for path in sorted((ROOT / 'ik_node' / 'ros').glob('*.py')):
+        calls = stepping_calls_of(path)
+        assert not calls, f'{path.name} steps the motion itself: {calls}'
+        checked += 1
+    assert checked >= 10
+
+
+def test_the_stepping_check_sees_a_tracker_driven_from_outside(tmp_path):
+    bad = tmp_path / 'bad.py'
+    bad.write_text('def f(self):\n    self.tracker.add_target(0.0, None)\n'
+                   '    stream.advance(1.0)\n')
+    assert [c for _, c in stepping_calls_of(bad)] == ['tracker.add_target', 'stream.advance']

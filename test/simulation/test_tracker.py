@@ -477,21 +477,22 @@ def test_out_of_reach_the_elbow_stays_bent_on_its_side_and_comes_back(elbow, azi
 def _starved_demo_posture_gap(seed):
     """Run the demo's sequence through the node's stream, starved ticks; max joint gap, rad.
 
-    As the node runs it for joint_states (CommandStream, lead two periods):
-    half the ticks come late by up to 1.5 s, and a gap over 1 s restarts the
-    plan from where it was (ClockWatch.see, own robot); targets queue between
-    ticks and are taken at the next one. Returns inf when the first pass had
+    As the node runs it for joint_states (its MotionSession, own robot, lead
+    two periods): half the ticks come late by up to 1.5 s, and a gap over 1 s
+    restarts the plan from where it was (the session's clock rule); targets
+    queue between ticks and are taken at the next one. Returns inf when the first pass had
     not settled on its target (the comparison would mean nothing).
     """
     from ik_node.core.motion.paths import FAR_POSITION
-    from ik_node.core.motion.stream import CommandStream
+    from ik_node.core.motion.session import MotionSession
     rng = np.random.default_rng(seed)
     chain = CHAINS['iiwa14'][0]
     tracker = MotionTracker(chain, make_solver(chain, 'auto'),
                             TrackerConfig(max_linear_speed=0.4, posture=READY),
                             np.array(READY), 0.0)
     period = 0.01
-    stream = CommandStream(tracker, period, 2.0 * period, [500.0])
+    session = MotionSession(tracker, period, 2.0 * period, [500.0], own_robot=True)
+    stream = session.plan
     center, size = np.array([0.55, 0.0, 0.55]), 0.18
 
     def target(t):
@@ -509,22 +510,18 @@ def _starved_demo_posture_gap(seed):
     schedule.append((t, far))
     t += 1.0 + (0.0 if rng.random() > 0.5 else rng.uniform(0.0, 1.5))
     schedule.append((t, target(0.0)))
-    now, last, before, taken = 0.0, None, None, 0
+    now, before, taken = 0.0, None, 0
     while now < t + 120.0:
         now += period if rng.random() > 0.5 else rng.uniform(period, 1.5)
-        if last is not None and now - last > 1.0:
-            q, v, _ = stream.sample(last + period)
-            stream.restart(now, q, v)
-        last = now
         while schedule and schedule[0][0] <= now:
             if taken == 1:
                 before = stream.sample(now)[0].copy()   # the first pass, settled
                 if not stream.at_rest() or \
                         np.linalg.norm(chain.forward(before)[:3, 3] - target(0.0)[:3, 3]) > 1e-6:
                     return math.inf
-            tracker.add_target(now + stream.lead_s, schedule.pop(0)[1])
+            session.target(now, schedule.pop(0)[1])
             taken += 1
-        stream.advance(now)
+        session.tick(now)
     return float(np.max(np.abs(stream.sample(now)[0] - before)))
 
 

@@ -1,0 +1,211 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The motion session: the one owner of a tick, from what arrives to the commands committed.
+
+Targets, poles, twists, resets, measured joint states, configuration and
+solver changes go in through its methods; :meth:`MotionSession.tick` then
+makes one motion step of the whole pipeline: the clock rule of an arm nothing
+measures, the feedback policy's decision (hold, follow, re-sync), the command
+stream's grid points (each one limiting step of the tracker, with the
+collision guard, then the jerk stage), and the reachability check of a new
+target. The plan it commits (:attr:`MotionSession.plan`) is what the outputs
+sample: a trajectory message's horizon and tail, a position array, a joint
+state. Nothing else steps the tracker.
+
+Times are seconds on the caller's clock (the node's ROS clock, counted from
+its start); joints are in chain order, rad or m; poses are 4x4 in the base
+frame. No ROS here: the node is the adapter between messages and this.
+"""
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ik_node.core.ik.base import IKSolver
+from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.feedback import FeedbackPolicy
+from ik_node.core.motion.jerk import JerkFilter
+from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
+from ik_node.core.motion.tracker import MotionTracker
+from ik_node.core.poses import FloatArray
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one tick did.
+
+    Attributes:
+        planned: False when stale feedback held the plan (nothing new to send).
+        added: grid points committed.
+        resynced: the plan restarted from a measured state the commands do not explain.
+
+    """
+
+    planned: bool
+    added: int = 0
+    resynced: bool = False
+
+
+class MotionSession:
+    """The one object that owns a motion step (module docstring).
+
+    Args:
+        tracker: the motion tracker of the robot model.
+        period: the tick period, s (the plan's grid step).
+        lead_s: how far ahead of the clock commands are committed, s.
+        jerk: one jerk limit or one per joint, > 0 (inf: none).
+        budget_s: the controller's latency budget the lead covers, s.
+        feedback: the feedback policy when the robot's joint states are
+            followed, else None.
+        own_robot: True when nothing measures the arm (the node publishes its
+            joint states): a clock that jumps forward does not move it.
+        stage: the jerk stage's class (ik_bench compares Ruckig's).
+
+    """
+
+    def __init__(self, tracker: MotionTracker, period: float, lead_s: float, jerk,
+                 budget_s: float = 0.0, feedback: Optional[FeedbackPolicy] = None,
+                 own_robot: bool = False, stage=JerkFilter):
+        """Start at rest at the tracker's state and clock."""
+        self.plan = CommandStream(tracker, period, lead_s, jerk, budget_s=budget_s, stage=stage)
+        self.feedback = feedback
+        self._own_robot = own_robot
+        self._stage = stage
+        self._last_tick: Optional[float] = None
+
+    @property
+    def tracker(self) -> MotionTracker:
+        """Return the motion tracker: read its state; change it through the session."""
+        return self.plan.tracker
+
+    @property
+    def lead_s(self) -> float:
+        """How far ahead of the clock commands are committed, s."""
+        return self.plan.lead_s
+
+    def _plan_time(self, now: float) -> float:
+        """Return the plan's instant for an input that arrives at ``now``, s."""
+        return now + self.plan.lead_s
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def target(self, now: float, pose: FloatArray) -> str:
+        """Head for the 4x4 base-frame ``pose`` from the next commands on; return the mode."""
+        return self.tracker.add_target(self._plan_time(now), pose)
+
+    def pole(self, pole: Optional[FloatArray]) -> None:
+        """Aim the elbow at the base-frame point ``pole`` (3,), m; None: no pole."""
+        self.tracker.set_pole(pole)
+
+    def twist(self, now: float, linear, angular, body: bool = False) -> None:
+        """Move the tip at (linear m/s, angular rad/s), base frame (tip frame when ``body``)."""
+        self.tracker.set_twist(self._plan_time(now), linear, angular, body)
+
+    def reset(self, now: float) -> None:
+        """Move back to the initial positions within every limit."""
+        self.tracker.reset(self._plan_time(now))
+
+    def measured(self, names: Sequence[str], positions: Sequence[float],
+                 velocities: Sequence[float], stamp: Optional[float], now: float) -> str:
+        """Take a measured joint state (stamped ``stamp`` s, None: unstamped); '' or the reason.
+
+        Without a feedback policy nothing measures the arm: ignored ('').
+        """
+        if self.feedback is None:
+            return ''
+        return self.feedback.take(names, positions, velocities, stamp, now)
+
+    def configure(self, now: float, config: Optional[TrackerConfig] = None, jerk=None,
+                  feedback: Optional[Sequence[float]] = None) -> None:
+        """Use new settings from ``now`` (s) on; None leaves a group as it is.
+
+        Args:
+            now: the clock, s.
+            config: the tracker's configuration.
+            jerk: one jerk limit or one per joint.
+            feedback: (timeout s, resync tolerance rad, servo lag s).
+
+        """
+        if config is not None:
+            self.tracker.configure(config, self._plan_time(now))
+        if jerk is not None:
+            self.plan.set_jerk(jerk)
+        if feedback is not None and self.feedback is not None:
+            self.feedback.configure(*feedback)
+
+    def use_solver(self, solver: IKSolver) -> None:
+        """Solve with ``solver`` from the next step on."""
+        self.tracker.set_solver(solver)
+
+    def use_backend(self, backend: str) -> None:
+        """Run the limiting step and the collision queries on ``backend`` ('numpy', 'auto')."""
+        self.tracker.set_backend(backend)
+        if self.tracker.guard is not None:
+            self.tracker.guard.model.set_backend(backend)
+
+    def use_model(self, tracker: MotionTracker, jerk,
+                  feedback: Optional[FeedbackPolicy] = None) -> None:
+        """Continue with the tracker of a new robot model.
+
+        The same joints (tracker.carried_over): the committed plan and the
+        jerk stage go on, no seam at the controller. Other joints: a new plan,
+        at rest at the tracker's state.
+        """
+        old = self.plan
+        if old.tracker.joint_names == tracker.joint_names:
+            old.use_tracker(tracker)
+        else:
+            self.plan = CommandStream(tracker, old.h, old.lead_s, jerk, budget_s=old.budget_s,
+                                      stage=self._stage)
+        self.feedback = feedback
+
+    # -- the tick ----------------------------------------------------------------------
+
+    def tick(self, now: float) -> Tick:
+        """Make the motion step of the tick at ``now`` (s): commit the plan to ``now + lead_s``.
+
+        With feedback, the policy decides what the plan starts from: held
+        while the feedback is stale (nothing new committed: the controller
+        plays the last message's braking tail), restarted from the measured
+        state when it comes back or when the arm was disturbed.
+        """
+        self._follow_clock(now)
+        reference = None
+        resynced = False
+        if self.feedback is not None:
+            resyncs = self.feedback.resyncs
+            reference = self.feedback.decide(now, self.plan)
+            if reference is None:
+                return Tick(planned=False)
+            resynced = self.feedback.resyncs > resyncs   # also one found as a hold ends
+        return Tick(True, self.plan.advance(now, reference), resynced)
+
+    def check_reachability(self) -> None:
+        """Solve a target that arrived since the last call in full (its report; ms).
+
+        Called after a tick's commands are out, so that they are not late.
+        """
+        self.tracker.check_reachability()
+
+    def _follow_clock(self, now: float) -> None:
+        """Own robot: a clock jump forward is not motion time; go on from the state it had.
+
+        The arm the node simulates does not move through the gap: the plan
+        restarts one period after the last tick's instant, at ``now``. (A
+        clock that goes back, and a jump with a controller, are the plan's
+        own rules: CommandStream.advance.)
+        """
+        last, self._last_tick = self._last_tick, now
+        if self._own_robot and last is not None and now - last > CLOCK_JUMP_S:
+            q, v, _ = self.plan.sample(last + self.plan.h)
+            self.plan.restart(now, q, v)
