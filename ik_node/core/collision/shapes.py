@@ -164,7 +164,9 @@ def load_mesh(path: str, scale=(1.0, 1.0, 1.0), source: str = '') -> FloatArray:
     if model.num_tris > MAX_TRIANGLES:
         raise CollisionError(f'{where}mesh {path!r} has {model.num_tris:,} triangles, above '
                              f'{MAX_TRIANGLES:,}: decimate it (a convex hull is used anyway)')
-    vertices = np.array([model.vertices(k) for k in range(model.num_vertices)])
+    # All at once: vertices(k) is deprecated in coal 3 (a DeprecationWarning per
+    # vertex, an error under warnings-as-errors; found on a maker's meshes).
+    vertices = np.array(model.vertices(), dtype=np.float64).reshape(-1, 3)
     if len(vertices) == 0:
         raise CollisionError(f'{where}mesh {path!r} is empty')
     return vertices
