@@ -421,3 +421,49 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
                 model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
     finally:
         model.set_obstacles({})
+
+
+def test_the_library_chosen_gives_the_known_distances_of_the_comparison():
+    """coal, the library the model uses, is exact on ik_bench collision's known answers.
+
+    The comparison's record (doc/figures.md): python-fcl 0.7.0.11 gives
+    2.236 m for two unit cubes 2 m apart and crashes on a half-space.
+    """
+    pytest.importorskip('fcl', reason='python-fcl is not installed (the comparison skips)')
+    from ik_node.bench.collision import known_answers
+    rows = known_answers()
+    assert len(rows) == 4
+    for case, exact, ours, _ in rows:
+        assert abs(ours - exact) < 1e-9, case
+
+
+def test_a_pair_only_its_bounding_spheres_put_inside_the_margin_is_not_in_collision():
+    """closest_pair judged pairs by the broad phase's list: a plate 2-5 cm away was a hit.
+
+    A wide thin plate's bounding sphere reaches far past the plate; the arm
+    near its face, the spheres overlap the margin while the solids do not.
+    The distance is checked with the oracle (the tests' FK and solids).
+    """
+    from ik_node.core.collision.free import closest_pair
+    chain, xml, model, raw = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    tip = chain.forward(q)[:3, 3]
+    guard = CollisionGuard(model, 0.01)
+    try:
+        for lift in np.arange(0.0, 0.3, 0.005):   # the plate above the tip, lower and lower
+            entry = {'name': 'plate', 'shape': 'box', 'size': [0.6, 0.6, 0.01],
+                     'position': list(tip + [0.0, 0.0, 0.3 - lift]), 'orientation': [0, 0, 0, 1]}
+            name, shape = posed_obstacle(chain, xml, entry)
+            model.set_obstacles({name: (shape,)})
+            near = model.distances(q, guard.margin)
+            solids = oracle_solids(chain, xml, model, raw, q)
+            plate = (shape.kind, shape.size, shape.pose)
+            lowest = min(distance_interval(x, plate, 0.02)[0] for link in solids
+                         for x in solids[link])
+            if near.pairs.size and lowest >= 0.02:
+                break
+        else:
+            pytest.fail('no plate height with overlapping spheres 2 cm or more from the arm')
+        assert closest_pair(guard, q) is None
+    finally:
+        model.set_obstacles({})

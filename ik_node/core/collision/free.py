@@ -69,7 +69,9 @@ SEARCH_BUDGET_S = 0.01
 def closest_pair(guard: CollisionGuard, q: FloatArray) -> Optional[Tuple[str, str]]:
     """Return the checked pair (two names) closest inside the margin at q (n,), or None."""
     near = guard.model.distances(q, guard.margin)
-    if near.pairs.size == 0:
+    # The pairs whose bounding spheres are inside the margin; their exact
+    # distances may not be (a pair 12 mm apart was reported in collision).
+    if not np.any(near.distance < guard.margin):
         return None
     return guard.model.pair_names(int(near.pairs[int(np.argmin(near.distance))]))
 
