@@ -248,6 +248,8 @@ def test_the_readme_main_job_runs_and_checks_itself(tmp_path):
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'unreachable target reported in /diagnostics: True' in result.stdout
+    assert 'smallest distance between the arm and the shelf, the floor or itself' in \
+        result.stdout
     assert (tmp_path / 'ik_demo.png').stat().st_size > 10_000
 
 
