@@ -37,10 +37,13 @@ PYTHON_KEYS = {
 }
 # Optional peers of `ik_bench ik --compare`, imported only when installed
 # (importlib.util.find_spec guards them); not dependencies.
-OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig'}   # ik_bench's comparison peers
-# Tools the tests run as programs, with the text that shows each is still used.
+# ik_bench's comparison peers (python-fcl: fcl).
+OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig', 'fcl'}
+# Tools the tests run as programs, and packages they find by name (a description
+# with meshes), with the text that shows each is still used.
 TEST_TOOLS = {'python3-mypy': "'-m', 'mypy'", 'python3-colcon-common-extensions': "'colcon'",
-              'python3-pip': "'-m', 'pip'"}
+              'python3-pip': "'-m', 'pip'",
+              'example-robot-data': "get_package_share_directory('example-robot-data')"}
 
 
 def imported_modules(folder):

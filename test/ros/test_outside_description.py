@@ -52,7 +52,6 @@ from ik_node.geometry import collision_model, read_srdf_pairs  # noqa: E402
 from ik_node.urdf import chain_from_urdf_string, link_frames  # noqa: E402
 
 
-
 def _locate():
     """Return (a prefix to add to AMENT_PREFIX_PATH or None, the package's share folder).
 
