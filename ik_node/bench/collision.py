@@ -25,7 +25,13 @@ per run, the searches for a free IK solution (how many, the longest:
 ik_node.core.collision.free). A last pair of columns compares the model's
 distance query (bounding spheres, then coal's narrow phase for the
 near pairs) with coal's own broad phase (a DynamicAABBTree manager re-posed
-and asked for the closest pair) on the same configurations.
+and asked for the closest pair) on the same configurations, then with
+python-fcl (every checked pair's exact distance, and known answers).
+
+``--node``: the rate ik_node keeps over DDS (joint_states, 100 Hz asked) on
+the iiwa14 standing on its floor, with collision checking off, then on with
+0 and 20 seeded obstacles sent over ``~/obstacles`` (boxes and spheres as
+markers), while a target near the start is sent every 0.5 s.
 """
 
 import math
@@ -34,7 +40,7 @@ import time as _time
 from ik_node.bench.common import cell, machine_info, print_json, print_table
 from ik_node.bench.ik import BUNDLED
 from ik_node.core.collision.guard import CollisionGuard
-from ik_node.core.collision.shapes import checked_shape
+from ik_node.core.collision.shapes import checked_shape, primitive_geometry
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.stream import CommandStream, controller_lead
@@ -188,14 +194,9 @@ def fcl_geometry(shape):
     """Return python-fcl's geometry of a Shape, in its own frame (meshes: coal's hull faces)."""
     import coal
     import fcl
-    if shape.kind == 'box':
-        return fcl.Box(*shape.size)
-    if shape.kind == 'sphere':
-        return fcl.Sphere(shape.size[0])
-    if shape.kind == 'cylinder':
-        return fcl.Cylinder(shape.size[0], shape.size[1])
-    if shape.kind == 'halfspace':
-        return fcl.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    primitive = primitive_geometry(shape, fcl)
+    if primitive is not None:
+        return primitive
     points = coal.StdVec_Vec3s()
     for p in shape.vertices:
         points.append(np.asarray(p, dtype=np.float64))
@@ -294,6 +295,86 @@ def known_answers():
     return rows
 
 
+NODE_SECONDS = 20.0
+
+
+def node_rate(count, checking, seed):
+    """Run ik_node (iiwa14, joint_states at 100 Hz) with ``count`` obstacles; return its rate row.
+
+    Joint states per second over NODE_SECONDS (median and lowest of the
+    1-s windows), the gaps between their stamps (p50, p99, largest), the
+    holds /diagnostics counted, the targets reached.
+    """
+    from ik_node.bench.session import MonitoredNode, Q_START
+    from ik_node.ros.collision import shape_marker
+    from ik_node.ros.demo import floor_file
+    from ik_node.ros.process import free_domain
+    from visualization_msgs.msg import MarkerArray
+    params = {'collision_checking': 'true' if checking else 'false', 'max_linear_speed': 0.4}
+    if checking:
+        params['obstacles_file'] = floor_file()
+    node = MonitoredNode(free_domain(), params, 'ik_bench_collision_rate')
+    try:
+        rng = np.random.default_rng(seed)
+        if count:
+            _, model = arm_and_model('iiwa14')
+            markers = []
+            while len(markers) < count:   # boxes and spheres (a wall has no marker type)
+                shapes = random_obstacles(model, Q_START, rng, count)
+                for k, (name, (shape,)) in enumerate(sorted(shapes.items())):
+                    if shape.kind in ('box', 'sphere') and len(markers) < count:
+                        m = shape_marker(shape)
+                        m.ns, m.id = 'bench', len(markers)
+                        m.header.frame_id = 'iiwa_link_0'
+                        markers.append(m)
+            model.set_obstacles({})
+            pub = node.node.create_publisher(MarkerArray, '/ik_node/obstacles', 10)
+            node.wait_for(lambda: pub.get_subscription_count() > 0, 10.0, 'obstacles')
+            pub.publish(MarkerArray(markers=markers))
+        node.watch(1.0)
+        first = len(node.stamps)
+        reached = sent = 0
+        end = _time.monotonic() + NODE_SECONDS
+        while _time.monotonic() < end:
+            pose = node.pose_near_start(rng)
+            node.send_pose(pose)
+            sent += 1
+            node.watch(0.5)
+            reached += int(node.at(pose))
+        stamps = np.array(node.stamps[first:])
+        holds = node.count('collision_holds')
+    finally:
+        node.close()
+    gaps = np.diff(stamps)
+    windows = np.histogram(stamps, bins=np.arange(stamps[0], stamps[-1], 1.0))[0]
+    return {'collision': 'on' if checking else 'off', 'obstacles': count,
+            'states_per_s_p50': float(np.median(windows)), 'states_per_s_min': int(windows.min()),
+            'gap_p50_ms': 1e3 * float(np.median(gaps)),
+            'gap_p99_ms': 1e3 * float(np.percentile(gaps, 99)),
+            'gap_max_ms': 1e3 * float(gaps.max()), 'holds': holds,
+            'targets': sent, 'reached': reached}
+
+
+def run_node(args):
+    """``--node``: the node's rate without collision, then with 0 and 20 obstacles."""
+    rows = [node_rate(0, False, args.seed), node_rate(0, True, args.seed),
+            node_rate(20, True, args.seed)]
+    report = {'benchmark': 'collision --node', 'seed': args.seed, 'machine': machine_info(),
+              'seconds': NODE_SECONDS, 'rows': rows}
+    if args.json:
+        print_json(report)
+        return 0
+    info = report['machine']
+    print(f"ik_bench collision --node  (seed {args.seed}; {info['cpu']}, {info['cores']} cores; "
+          f"commit {info['commit']})")
+    print(f'ik_node on the iiwa14, joint_states at 100 Hz, {NODE_SECONDS:.0f} s, a target near '
+          'the start every 0.5 s; the floor and the obstacles when collision is on')
+    keys = ['collision', 'obstacles', 'states_per_s_p50', 'states_per_s_min', 'gap_p50_ms',
+            'gap_p99_ms', 'gap_max_ms', 'holds', 'targets', 'reached']
+    print_table(keys, [[cell(r[k]) for k in keys] for r in rows])
+    return 0
+
+
 def add_parser(subparsers):
     """Register the ``collision`` subcommand."""
     p = subparsers.add_parser('collision', help='cost per tick of the collision constraint, '
@@ -302,11 +383,15 @@ def add_parser(subparsers):
     p.add_argument('--counts', nargs='+', type=int, default=[0, 5, 20],
                    help='obstacle counts (0 5 20)')
     p.add_argument('--runs', type=int, default=3, help='seeded scenes per row (3)')
+    p.add_argument('--node', action='store_true',
+                   help='measure instead the rate ik_node keeps over DDS with 0 and 20 obstacles')
     p.set_defaults(func=run)
 
 
 def run(args):
     """Run the benchmark and print tables, or one JSON object with --json."""
+    if args.node:
+        return run_node(args)
     rng = np.random.default_rng(args.seed)
     rows, started = [], _time.perf_counter()
     for arm in args.arms:

@@ -172,17 +172,29 @@ def load_mesh(path: str, scale=(1.0, 1.0, 1.0), source: str = '') -> FloatArray:
     return vertices
 
 
+def primitive_geometry(shape: Shape, library):
+    """Return ``library``'s Box, Sphere, Cylinder or Halfspace of ``shape``; None for a mesh.
+
+    ``library``: the coal module, or python-fcl's (ik_bench's comparison): the
+    same class names and arguments. In the shape's own frame.
+    """
+    if shape.kind == 'box':
+        return library.Box(*shape.size)
+    if shape.kind == 'sphere':
+        return library.Sphere(shape.size[0])
+    if shape.kind == 'cylinder':
+        return library.Cylinder(shape.size[0], shape.size[1])
+    if shape.kind == 'halfspace':
+        return library.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    return None
+
+
 def coal_geometry(shape: Shape):
     """Return the coal geometry of ``shape`` (in its own frame: apply ``shape.pose`` outside)."""
     import coal
-    if shape.kind == 'box':
-        return coal.Box(*shape.size)
-    if shape.kind == 'sphere':
-        return coal.Sphere(shape.size[0])
-    if shape.kind == 'cylinder':
-        return coal.Cylinder(shape.size[0], shape.size[1])
-    if shape.kind == 'halfspace':
-        return coal.Halfspace(np.array([0.0, 0.0, 1.0]), 0.0)
+    primitive = primitive_geometry(shape, coal)
+    if primitive is not None:
+        return primitive
     points = coal.StdVec_Vec3s()
     assert shape.vertices is not None   # checked_shape: a mesh has its vertices
     for p in shape.vertices:
