@@ -37,7 +37,7 @@ markers), while a target near the start is sent every 0.5 s.
 import math
 import time as _time
 
-from ik_node.bench.common import cell, machine_info, print_json, print_table
+from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
 from ik_node.bench.ik import BUNDLED
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.shapes import checked_shape, primitive_geometry
@@ -303,7 +303,7 @@ def node_rate(count, checking, seed):
 
     Joint states per second over NODE_SECONDS (median and lowest of the
     1-s windows), the gaps between their stamps (p50, p99, largest), the
-    holds /diagnostics counted ('-': collision off), the targets sent.
+    holds /diagnostics counted (None: collision off), the targets sent.
     """
     from ik_node.bench.session import MonitoredNode, Q_START
     from ik_node.ros.collision import shape_marker
@@ -321,7 +321,7 @@ def node_rate(count, checking, seed):
             markers = []
             while len(markers) < count:   # boxes and spheres (a wall has no marker type)
                 shapes = random_obstacles(model, Q_START, rng, count)
-                for k, (name, (shape,)) in enumerate(sorted(shapes.items())):
+                for _, (shape,) in sorted(shapes.items()):
                     if shape.kind in ('box', 'sphere') and len(markers) < count:
                         m = shape_marker(shape)
                         m.ns, m.id = 'bench', len(markers)
@@ -340,7 +340,7 @@ def node_rate(count, checking, seed):
             sent += 1
             node.watch(0.5)
         stamps = np.array(node.stamps[first:])
-        holds = node.count('collision_holds') if checking else '-'
+        holds = node.count('collision_holds') if checking else None
     finally:
         node.close()
     gaps = np.diff(stamps)
@@ -361,9 +361,7 @@ def run_node(args):
     if args.json:
         print_json(report)
         return 0
-    info = report['machine']
-    print(f"ik_bench collision --node  (seed {args.seed}; {info['cpu']}, {info['cores']} cores; "
-          f"commit {info['commit']})")
+    print_title('collision --node', f'seed {args.seed}', report['machine'])
     print(f'ik_node on the iiwa14, joint_states at 100 Hz, {NODE_SECONDS:.0f} s, a target near '
           'the start every 0.5 s; the floor and the obstacles when collision is on')
     keys = ['collision', 'obstacles', 'states_per_s_p50', 'states_per_s_min', 'gap_p50_ms',
@@ -429,9 +427,7 @@ def run(args):
     if args.json:
         print_json(report)
         return 0
-    info = report['machine']
-    print(f"ik_bench collision  (seed {args.seed}; {info['cpu']}, {info['cores']} cores; "
-          f"commit {info['commit']})")
+    print_title('collision', f'seed {args.seed}', report['machine'])
     print(f'{args.runs} seeded scenes per row, 4 targets each (two reachable, one inside an '
           f'obstacle, one into the base), 250 Hz steps, margin {MARGIN} m; the limiting step '
           f'timed without and with the guard; lowest distance over 1 kHz samples')

@@ -16,12 +16,14 @@
 Targets, poles, twists, resets, measured joint states, configuration and
 solver changes go in through its methods; :meth:`MotionSession.tick` then
 makes one motion step of the whole pipeline: the clock rule of an arm nothing
-measures, the feedback policy's decision (hold, follow, re-sync), the command
-stream's grid points (each one limiting step of the tracker, with the
-collision guard, then the jerk stage), and the reachability check of a new
-target. The plan it commits (:attr:`MotionSession.plan`) is what the outputs
-sample: a trajectory message's horizon and tail, a position array, a joint
-state. Nothing else steps the tracker.
+measures, the feedback policy's decision (hold, follow, re-sync), and the
+command stream's grid points (each one limiting step of the tracker, with
+the collision guard, then the jerk stage). A new target's full solve (its
+reachability report) is :meth:`MotionSession.check_reachability`, called
+once the tick's commands are out. The plan it commits
+(:attr:`MotionSession.plan`) is what the outputs sample: a trajectory
+message's horizon and tail, a position array, a joint state. Nothing else
+steps the tracker.
 
 Times are seconds on the caller's clock (the node's ROS clock, counted from
 its start); joints are in chain order, rad or m; poses are 4x4 in the base
@@ -95,7 +97,7 @@ class MotionSession:
 
     def _plan_time(self, now: float) -> float:
         """Return the plan's instant for an input that arrives at ``now``, s."""
-        return now + self.plan.lead_s
+        return now + self.lead_s
 
     # -- inputs ------------------------------------------------------------------------
 
