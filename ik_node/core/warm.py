@@ -75,7 +75,7 @@ def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -
 
 
 def compile_collision_kernels(chain: Chain, q0) -> None:
-    """Run the collision model's compiled paths once: a sphere on two frames and a box.
+    """Run the collision kernels once: a sphere on two frames and a box, and a braking dip.
 
     The kernels (kernels.proximity, the frames' forward kinematics) are
     compiled per argument types, not per geometry: any model of a chain of
@@ -97,7 +97,10 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     model.set_obstacles({'warm': (checked_shape('box', (0.1, 0.1, 0.1), box,
                                                 source='warm-up'),)})
     near = model.distances(q0, 10.0)
-    model.gradients(q0, near)
+    grads = model.gradients(q0, near)
+    # The guard's braking dip, with the argument types a tick passes.
+    model.kernels.proximity.braking_dip(grads, np.full(chain.n, 0.5), np.full(chain.n, 5.0),
+                                        np.empty(len(grads)))
 
 
 def die_with_parent() -> Callable[[], None]:

@@ -467,3 +467,62 @@ def test_a_pair_only_its_bounding_spheres_put_inside_the_margin_is_not_in_collis
         assert closest_pair(guard, q) is None
     finally:
         model.set_obstacles({})
+
+
+def sampled_braking_change(grads, v1, a_max, samples=20001):
+    """Return (K,) the lowest of grads @ displacement(t) over a fine time grid, and its slack.
+
+    The test's own braking: each joint decelerates at its limit until its
+    velocity is zero (simulated displacement, not the guard's formula). The
+    slack bounds how much lower the true minimum can be between grid points:
+    |f''| dt^2 / 8 with |f''| <= sum |g a|.
+    """
+    finite = np.isfinite(a_max)
+    stops = np.where(finite, np.abs(v1) / np.where(finite, a_max, 1.0), 0.0)
+    end = float(stops.max(initial=0.0))
+    times = np.union1d(np.linspace(0.0, end, samples), stops)
+    tau = np.minimum(times[:, None], stops[None, :])                       # (T, n)
+    decel = np.where(finite, np.sign(v1) * np.where(finite, a_max, 0.0), 0.0)
+    v_end = np.where(finite, v1 - decel * tau, 0.0)
+    moved = 0.5 * (v1 + v_end) * tau   # the average speed times the time moving
+    lowest = np.minimum((grads @ moved.T).min(axis=1), 0.0)
+    dt = end / (samples - 1) if samples > 1 else 0.0
+    curvature = np.abs(grads) @ np.where(finite, a_max, 0.0)
+    return lowest, curvature * dt * dt / 8.0 + 1e-12
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data(), n=st.integers(1, 7), k=st.integers(1, 4))
+def test_the_braking_dip_is_the_lowest_change_on_the_braking_path(data, n, k):
+    """Both braking-dip paths (numpy, compiled) find the path's lowest point, never above it.
+
+    Gradients, velocities (zeros included) and limits (inf: a joint that
+    stops at once) are drawn; the reference samples the braking the test
+    simulates itself.
+    """
+    from ik_node.core.collision.guard import linearised_braking_dip
+    from ik_node.core.kernels import proximity
+    floats = st.floats(-2.0, 2.0, allow_nan=False)
+    grads = np.array(data.draw(st.lists(st.lists(floats, min_size=n, max_size=n),
+                                        min_size=k, max_size=k)), dtype=np.float64)
+    v1 = np.array(data.draw(st.lists(st.one_of(st.just(0.0), st.floats(-3.0, 3.0)),
+                                     min_size=n, max_size=n)), dtype=np.float64)
+    a_max = np.array(data.draw(st.lists(st.one_of(st.just(math.inf), st.floats(0.5, 20.0)),
+                                        min_size=n, max_size=n)), dtype=np.float64)
+    reference, slack = sampled_braking_change(grads, v1, a_max)
+    found = {'numpy': linearised_braking_dip(grads, v1, a_max)}
+    out = np.empty(k)
+    proximity.braking_dip(grads, v1, a_max, out)   # the kernel's source, run by CPython
+    found['kernel'] = out
+    try:
+        from ik_node.core.kernels.compile import P
+    except ImportError:
+        P = None
+    if P is not None:
+        compiled = np.empty(k)
+        P.braking_dip(grads, v1, a_max, compiled)
+        found['numba'] = compiled
+    for name, value in found.items():
+        assert np.all(value <= reference + 1e-12), (name, value, reference)
+        assert np.all(value >= reference - slack), (name, value, reference, slack)
+        assert np.all(value <= 0.0), name

@@ -251,25 +251,13 @@ class CollisionGuard:
         is at a stop time or at a vertex between two.
         """
         grads = self.model.gradients(q1, near)
-        stops, dec = _braking_profile(v1, a_max)
-        times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))   # (m,) breakpoints
-        tt = np.minimum(times[:, None], stops[None, :])                     # (m, n)
-        lowest = np.min(grads @ (v1 * tt - 0.5 * dec * tt * tt).T, axis=1)  # (K,)
-        # Inside each interval [t0, t1) the joints still moving add a
-        # quadratic; its vertex may be lower than both ends.
-        t0 = times[:-1]
-        moving = stops[None, :] > t0[:, None]                               # (I, n)
-        lin = grads @ (moving * v1).T                                       # (K, I)
-        quad = grads @ (moving * dec).T
-        with np.errstate(divide='ignore', invalid='ignore'):
-            vertex = np.where(quad < 0.0, lin / quad, -1.0)   # convex: a minimum
-        inside = (vertex > t0[None, :]) & (vertex < times[1:][None, :])
-        if inside.any():
-            k, i = np.nonzero(inside)
-            tv = np.minimum(vertex[k, i][:, None], stops[None, :])          # (J, n)
-            value = np.einsum('jn,jn->j', grads[k], v1 * tv - 0.5 * dec * tv * tv)
-            np.minimum.at(lowest, k, value)
-        return np.minimum(lowest, 0.0)
+        kernels = self.model.kernels
+        if kernels.compiled:
+            out = np.empty(len(grads))
+            kernels.proximity.braking_dip(grads, np.ascontiguousarray(v1, dtype=np.float64),
+                                          np.ascontiguousarray(a_max, dtype=np.float64), out)
+            return out
+        return linearised_braking_dip(grads, v1, a_max)
 
     @staticmethod
     def _pair_map(near: Optional[PairDistances]) -> dict:
@@ -339,7 +327,35 @@ def _braking_profile(v1: FloatArray, a_max: FloatArray) -> Tuple[FloatArray, Flo
 
     Each joint brakes at its own limit ``a_max`` (inf: at once).
     """
-    with np.errstate(divide='ignore', invalid='ignore'):
+    with np.errstate(divide='ignore', invalid='ignore'):   # 0 * inf: a joint at rest
         stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
-    dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
+        dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
     return stops, dec
+
+
+def linearised_braking_dip(grads: FloatArray, v1: FloatArray, a_max: FloatArray) -> FloatArray:
+    """Return (K,) the lowest of ``grads @ displacement(t)`` while braking from v1, m (<= 0).
+
+    numpy over all pairs at once; kernels.proximity.braking_dip is its
+    compiled twin (same breakpoints and vertices). ``grads`` (K, n) m per
+    rad; v1 (n,) rad/s; a_max (n,) rad/s^2.
+    """
+    stops, dec = _braking_profile(v1, a_max)
+    times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))   # (m,) breakpoints
+    tt = np.minimum(times[:, None], stops[None, :])                     # (m, n)
+    lowest = np.min(grads @ (v1 * tt - 0.5 * dec * tt * tt).T, axis=1)  # (K,)
+    # Inside each interval [t0, t1) the joints still moving add a
+    # quadratic; its vertex may be lower than both ends.
+    t0 = times[:-1]
+    moving = stops[None, :] > t0[:, None]                               # (I, n)
+    lin = grads @ (moving * v1).T                                       # (K, I)
+    quad = grads @ (moving * dec).T
+    with np.errstate(divide='ignore', invalid='ignore'):
+        vertex = np.where(quad < 0.0, lin / quad, -1.0)   # convex: a minimum
+    inside = (vertex > t0[None, :]) & (vertex < times[1:][None, :])
+    if inside.any():
+        k, i = np.nonzero(inside)
+        tv = np.minimum(vertex[k, i][:, None], stops[None, :])          # (J, n)
+        value = np.einsum('jn,jn->j', grads[k], v1 * tv - 0.5 * dec * tv * tv)
+        np.minimum.at(lowest, k, value)
+    return np.minimum(lowest, 0.0)

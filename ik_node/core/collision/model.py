@@ -56,6 +56,8 @@ FloatArray = npt.NDArray[np.float64]
 RIGID_TOL = 1e-6
 # Configurations sampled for the always-in-contact pairs (seeded, at start-up).
 CONTACT_SAMPLES = 300
+NO_POINTS = np.empty((0, 3))   # witnesses of no pair (shared: never written)
+NO_POINTS.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,11 @@ class CollisionModel:
         """Return the backend the kernels run on: 'numba' or 'numpy'."""
         return self._kernels.name
 
+    @property
+    def kernels(self):
+        """The kernels.backend.Backend the model runs on (the guard's kernels run there too)."""
+        return self._kernels
+
     def _pairs_of_links(self) -> List[Tuple[int, int]]:
         pairs = []
         for i in range(len(self._robot)):
@@ -206,6 +213,7 @@ class CollisionModel:
         self._world_geoms = [coal_geometry(s) for _, s in self._world]
         self._world_tf = [coal.Transform3s(s.pose[:3, :3].copy(), s.pose[:3, 3].copy())
                           for _, s in self._world]
+        self._functors: Dict[int, object] = {}   # checked pair -> coal.ComputeDistance
         moving = [i for i in range(len(self._robot)) if self._frame[i] >= 0]
         world_pairs = [(i, len(self._robot) + w) for w in range(len(self._world)) for i in moving]
         self.pairs: List[Tuple[int, int]] = self._self_pairs + world_pairs
@@ -387,14 +395,14 @@ class CollisionModel:
         rot, pos, bound, centres = self._broad_phase(q)
         near = np.flatnonzero(bound < threshold)
         k = len(near)
+        if k == 0:   # free: the bounds are the answer (most queries of a tick)
+            return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS,
+                                 float(bound.min()) if bound.size else math.inf)
         dist = np.empty(k)
         pa, pb, nrm = np.empty((k, 3)), np.empty((k, 3)), np.empty((k, 3))
         fine = np.ones(k, dtype=bool) if exact is None else (
             bound[near] < (exact if np.ndim(exact) == 0 else exact[near]))
-        transforms: Dict[int, object] = {}
-        for row in np.flatnonzero(fine):
-            i, j = self.pairs[near[row]]
-            dist[row], pa[row], pb[row], nrm[row] = self._exact(i, j, rot, pos, transforms)
+        self._exact(near, np.flatnonzero(fine), rot, pos, (dist, pa, pb, nrm))
         coarse = ~fine
         if coarse.any():
             rows = near[coarse]
@@ -431,25 +439,44 @@ class CollisionModel:
         normal = np.where(np.isfinite(normal), normal, 0.0)
         return ca + ra[:, None] * normal, cb - rb[:, None] * normal, normal
 
-    def _exact(self, i: int, j: int, rot, pos, transforms):
+    def _exact(self, near, rows, rot, pos, out) -> None:
+        """Write coal's exact distance, nearest points and normal of pairs ``near[rows]``.
+
+        ``rot`` (S, 3, 3), ``pos`` (S, 3): the robot shapes' poses, base
+        frame; ``out``: the (K,) distances and (K, 3) points a, b and normals
+        whose ``rows`` are written. Each pair keeps its coal ComputeDistance
+        (the shapes' distance function looked up once); each shape's
+        transform is built once per call.
+        """
         coal = self._coal
         n_robot = len(self._robot)
-        geoms, tfs = [], []
-        for s in (i, j):
-            if s < n_robot:
-                tf = transforms.get(s)
+        request, result = self._request, self._result
+        dist, point_a, point_b, normal = out
+        transforms: Dict[int, object] = {}
+        for row in rows.tolist():
+            p = int(near[row])
+            functor = self._functors.get(p)
+            if functor is None:
+                functor = self._functors[p] = self._functor(p)
+            posed = []
+            for s in self.pairs[p]:
+                tf = self._world_tf[s - n_robot] if s >= n_robot else transforms.get(s)
                 if tf is None:
                     tf = transforms[s] = coal.Transform3s(rot[s], pos[s])
-                geoms.append(self._geoms[s])
-            else:
-                tf = self._world_tf[s - n_robot]
-                geoms.append(self._world_geoms[s - n_robot])
-            tfs.append(tf)
-        self._result.clear()
-        d = coal.distance(geoms[0], tfs[0], geoms[1], tfs[1], self._request, self._result)
-        res = self._result
-        return (float(d), np.array(res.getNearestPoint1()), np.array(res.getNearestPoint2()),
-                np.array(res.normal))
+                posed.append(tf)
+            result.clear()
+            dist[row] = functor(posed[0], posed[1], request, result)
+            point_a[row] = result.getNearestPoint1()
+            point_b[row] = result.getNearestPoint2()
+            normal[row] = result.normal
+
+    def _functor(self, p: int):
+        """Return coal's ComputeDistance for checked pair p (its two geometries)."""
+        i, j = self.pairs[p]
+        n_robot = len(self._robot)
+        geoms = [self._geoms[s] if s < n_robot else self._world_geoms[s - n_robot]
+                 for s in (i, j)]
+        return self._coal.ComputeDistance(geoms[0], geoms[1])
 
     def gradients(self, q, near: PairDistances) -> FloatArray:
         """Return (K, n): each near pair's d(distance)/dq at q (rad^-1 m; m/m for prismatic).

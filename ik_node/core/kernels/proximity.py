@@ -151,3 +151,59 @@ def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a,
                              + lz * (nx * zy - ny * zx))
                 rate += along if side == 1 else -along
             rate_out[k, m] = rate
+
+
+def braking_dip(grads, v1, a_max, out):
+    """Write each pair's lowest linearised distance change while the joints brake, (K,).
+
+    Each joint i brakes from v1[i] at its own limit a_max[i] (inf: at once)
+    and stops at ``|v1[i]| / a_max[i]``; its displacement is ``v t -
+    sign(v) a t^2 / 2`` until then. Along a pair's distance gradient the
+    change is piecewise quadratic in t: its minimum is at t = 0, a stop
+    time, or a vertex inside an interval between two.
+
+    Args:
+        grads: (K, n) each pair's d(distance)/dq, m per rad.
+        v1: (n,) joint velocities at the start of braking, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (> 0; inf: stops at once).
+        out: (K,) written: the lowest change (<= 0), m.
+
+    """
+    n = v1.shape[0]
+    stops = np.zeros(n)
+    dec = np.zeros(n)
+    for i in range(n):
+        if math.isfinite(a_max[i]):
+            stops[i] = abs(v1[i]) / a_max[i]
+            dec[i] = math.copysign(a_max[i], v1[i]) if v1[i] != 0.0 else 0.0
+    times = np.sort(stops)   # breakpoints; t = 0 and repeats cost one evaluation each
+    for k in range(grads.shape[0]):
+        lowest = 0.0
+        for b in range(n):
+            t = times[b]
+            value = 0.0
+            for i in range(n):
+                tau = min(t, stops[i])
+                value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
+            lowest = min(lowest, value)
+        t0 = 0.0
+        for b in range(n):
+            t1 = times[b]
+            if t1 > t0:
+                # On [t0, t1) the joints with stops beyond t0 move: the
+                # change's slope is lin - quad t; a minimum where it is zero.
+                lin, quad = 0.0, 0.0
+                for i in range(n):
+                    if stops[i] > t0:
+                        lin += grads[k, i] * v1[i]
+                        quad += grads[k, i] * dec[i]
+                if quad < 0.0:
+                    tv = lin / quad
+                    if t0 < tv < t1:
+                        value = 0.0
+                        for i in range(n):
+                            tau = min(tv, stops[i])
+                            value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
+                        lowest = min(lowest, value)
+                t0 = t1
+        out[k] = lowest
