@@ -398,24 +398,31 @@ def chain_from_urdf_string(xml, base_link: str, tip_link: str) -> Chain:
     return chain_from_robot_text(xml, base_link, tip_link)
 
 
-def bundled_urdf(name: str) -> str:
-    """Return the path of a URDF bundled with ik_node (urdf/), from the source tree or share/.
+def bundled_file(relative: str) -> str:
+    """Return the path of a file shipped with ik_node (``urdf/...``, ``config/...``).
+
+    From the source tree, else the package's share/ directory (ament index).
 
     Raises:
         FileNotFoundError: naming the places looked in.
 
     """
     candidates = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               'urdf', name)]
+                               relative)]
     try:
         from ament_index_python.packages import get_package_share_directory
-        candidates.append(os.path.join(get_package_share_directory('ik_node'), 'urdf', name))
+        candidates.append(os.path.join(get_package_share_directory('ik_node'), relative))
     except Exception:  # noqa: B902 - not installed with ament: source tree only
         pass
     for path in candidates:
         if os.path.isfile(path):
             return path
-    raise FileNotFoundError(f'bundled URDF {name} not found in {candidates}')
+    raise FileNotFoundError(f'bundled file {relative} not found in {candidates}')
+
+
+def bundled_urdf(name: str) -> str:
+    """Return the path of a URDF bundled with ik_node (urdf/<name>); see bundled_file."""
+    return bundled_file(os.path.join('urdf', name))
 
 
 def chain_from_urdf_file(path, base_link: str, tip_link: str) -> Chain:

@@ -45,7 +45,7 @@ from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from ik_node.urdf import bundled_urdf
+from ik_node.urdf import bundled_file, bundled_urdf
 import numpy as np
 
 HOME = {
@@ -307,12 +307,12 @@ def node_rate(count, checking, seed):
     """
     from ik_node.bench.session import MonitoredNode, Q_START
     from ik_node.ros.collision import shape_marker
-    from ik_node.ros.demo import floor_file
+    from ik_node.ros.demo import FLOOR_FILE
     from ik_node.ros.process import free_domain
     from visualization_msgs.msg import MarkerArray
     params = {'collision_checking': 'true' if checking else 'false', 'max_linear_speed': 0.4}
     if checking:
-        params['obstacles_file'] = floor_file()
+        params['obstacles_file'] = bundled_file(FLOOR_FILE)
     node = MonitoredNode(free_domain(), params, 'ik_bench_collision_rate')
     try:
         rng = np.random.default_rng(seed)

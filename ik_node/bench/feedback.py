@@ -14,7 +14,7 @@
 
 """``ik_bench feedback``: re-syncs from servo lag and push detection, on simulated servos.
 
-The node's tick in plain Python (FeedbackPolicy.decide, then
+The node's tick in plain Python (MotionSession.tick: FeedbackPolicy.decide, then
 CommandStream.advance at 100 Hz, the iiwa14's analytic solver) closed around a
 position servo simulated at 500 Hz that follows the command a controller plays
 (the stream sampled at the servo's time) and publishes stamped states 2 ms
@@ -33,7 +33,8 @@ from ik_node.bench.common import machine_info, print_json, print_table, print_ti
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.feedback import FeedbackPolicy
-from ik_node.core.motion.stream import CommandStream, controller_lead
+from ik_node.core.motion.session import MotionSession
+from ik_node.core.motion.stream import controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.urdf import bundled_urdf
 import numpy as np
@@ -110,13 +111,14 @@ def closed_loop(chain, servo, targets, rate, latency, seconds, push=None,
     to rest (30 s at most). ``check_take(verdict, stamp, pushed_at)`` sees each
     state's verdict (tests assert on it). ``lost``: (start, end), s: the states
     measured in that window never arrive. ``on_tick(t, policy, stream)`` runs
-    at each tick after the policy's decision, before the stream advances.
+    after each tick (MotionSession.tick: the policy's decision, then the plan).
     """
     tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), Q0, 0.0)
-    stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0,
-                           budget_s=0.03)
     policy = policy_class(chain.joint_names, chain.lower, chain.upper, chain.velocity,
                           timeout=0.1, tolerance=TOLERANCE, servo_lag=SERVO_LAG)
+    # The node's motion step: the session decides with the policy, then plans.
+    session = MotionSession(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0,
+                            budget_s=0.03, feedback=policy)
     in_flight, pending = [], list(targets)
     every = max(1, int(round(1.0 / (rate * SERVO_DT))))
     tick_every = int(round(PERIOD / SERVO_DT))
@@ -127,30 +129,29 @@ def closed_loop(chain, servo, targets, rate, latency, seconds, push=None,
         if push is not None and pushed_at is None and t >= push[0]:
             servo.q = np.clip(servo.q + push[1], chain.lower, chain.upper)
             servo.held, pushed_at = True, t
-        servo.step(stream.sample(t)[0])
+        servo.step(session.plan.sample(t)[0])
         if k % every == 0 and not (lost is not None and lost[0] <= t < lost[1]):
             in_flight.append((t + latency, t, servo.q.copy(), servo.v.copy()))
         while in_flight and in_flight[0][0] <= t + 1e-12:
             _, stamp, q, v = in_flight.pop(0)
-            verdict = policy.take(chain.joint_names, q.tolist(), v.tolist(), stamp, t)
+            verdict = session.measured(chain.joint_names, q.tolist(), v.tolist(), stamp, t)
             if check_take is not None:
                 check_take(verdict, stamp, None if detected is not None else pushed_at)
         if k % tick_every == 0:
             while pending and pending[0][0] <= t:
-                tracker.add_target(t + stream.lead_s, pending.pop(0)[1])
-            resyncs = policy.resyncs
-            reference = policy.decide(t, stream)
+                session.target(t, pending.pop(0)[1])
+            done = session.tick(t)
             if on_tick is not None:
-                on_tick(t, policy, stream)
+                on_tick(t, policy, session.plan)
             # A re-sync: found while the states flow, or as a hold of lost ones ends.
-            if policy.resyncs > resyncs and pushed_at is not None and detected is None:
+            if done.resynced and pushed_at is not None and detected is None:
                 detected = t - pushed_at
-                gap = float(np.max(np.abs(stream.sample(t)[0] - policy.filter.q)))
+                gap = float(np.max(np.abs(session.plan.sample(t)[0] - policy.filter.q)))
                 servo.held = False
-            stream.advance(t, reference)
             if not pending and settled_at == math.inf and \
-                    tracker.trajectory.sample(t).at_rest and stream.at_rest():
+                    tracker.trajectory.sample(t).at_rest and session.plan.at_rest():
                 settled_at = t
+    stream = session.plan
     return Run(policy, stream, servo, detected, gap)
 
 

@@ -40,7 +40,7 @@ from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.geometry import collision_model
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
-from ik_node.urdf import bundled_urdf
+from ik_node.urdf import bundled_file, bundled_urdf
 import numpy as np
 from sensor_msgs.msg import JointState
 from visualization_msgs.msg import Marker, MarkerArray
@@ -57,12 +57,7 @@ MARGIN = 0.01   # the node's default collision_margin, m
 # The shelf under the figure-eight's lower right lobe (base frame, m): its
 # top at z = 0.48, where the lobe dips to 0.46.
 SHELF_CENTER, SHELF_SIZE = (0.55, 0.15, 0.45), (0.3, 0.2, 0.06)
-
-
-def floor_file() -> str:
-    """Return the path of the bundled floor obstacle file (config/obstacles/floor.yaml)."""
-    share = os.path.dirname(os.path.dirname(bundled_urdf('iiwa14.urdf')))
-    return os.path.join(share, 'config', 'obstacles', 'floor.yaml')
+FLOOR_FILE = 'config/obstacles/floor.yaml'   # the plane the arm stands on
 
 
 class Demo(NodeProcess):
@@ -77,7 +72,7 @@ class Demo(NodeProcess):
                           '-p', 'tip_link:=tool0', '-p', 'max_linear_speed:=0.4',
                           '-p', f'initial_positions:={home}', '-p', f'posture:={home}',
                           '-p', 'collision_checking:=true',
-                          '-p', f'obstacles_file:={floor_file()}',
+                          '-p', f'obstacles_file:={bundled_file(FLOOR_FILE)}',
                           '--log-level', 'error'], domain, 'ik_demo')
         self.joints, self.status = [], {}
         self.held = set()   # the pairs /diagnostics said held the arm

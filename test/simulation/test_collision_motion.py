@@ -47,7 +47,8 @@ from ik_node.core.collision.guard import CollisionGuard  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape  # noqa: E402
 from ik_node.core.ik.factory import make_solver  # noqa: E402
 from ik_node.core.model.chain import Chain  # noqa: E402
-from ik_node.core.motion.stream import CommandStream, controller_lead  # noqa: E402
+from ik_node.core.motion.session import MotionSession  # noqa: E402
+from ik_node.core.motion.stream import controller_lead  # noqa: E402
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig  # noqa: E402
 from ik_node.geometry import collision_model  # noqa: E402
 
@@ -78,7 +79,7 @@ def arm_model(arm):
 
 
 class Run:
-    """A tracker with a guard, its stream, and every sample's distances checked."""
+    """A session whose tracker has a guard; every sample of its plan has its distances checked."""
 
     def __init__(self, arm, model, chain, q0, smoothing):
         """Start at q0, time 0."""
@@ -89,8 +90,10 @@ class Run:
         self.tracker = MotionTracker(chain, solver, config, q0, 0.0)
         self.guard = CollisionGuard(model, MARGIN)
         self.tracker.guard = self.guard
-        self.stream = CommandStream(self.tracker, PERIOD, controller_lead(PERIOD, 0.03), JERK,
-                                    budget_s=0.03)
+        # The node's motion step: inputs and ticks through the session.
+        self.session = MotionSession(self.tracker, PERIOD, controller_lead(PERIOD, 0.03), JERK,
+                                     budget_s=0.03)
+        self.stream = self.session.plan   # what the controller samples
         self.model, self.chain = model, chain
         # A pair inside the margin at the start may stay there, never closer
         # (the guard lets it out, never further in): its floor is where it was.
@@ -106,7 +109,7 @@ class Run:
         start, end = self.now, self.now + seconds
         while self.now < end and not (until and self.now > start + 0.2 and until()):
             self.now += PERIOD
-            self.stream.advance(self.now)
+            self.session.tick(self.now)
             self._check_samples(self.now)
 
     def _check_samples(self, upto):
@@ -182,7 +185,7 @@ def test_targets_and_twists_among_obstacles_keep_the_margin_at_the_hardware_rate
         q_goal = np.clip(q0 + rng.uniform(-0.6, 0.6, chain.n), chain.lower, chain.upper)
         free = model.distances(q_goal, MARGIN + 0.005).pairs.size == 0
         goal = chain.forward(q_goal)
-        run.tracker.add_target(run.now, goal)
+        run.session.target(run.now, goal)
         run.go(8.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
         if free:
             err = np.linalg.norm(chain.forward(run.tracker.q)[:3, 3] - goal[:3, 3])
@@ -191,17 +194,17 @@ def test_targets_and_twists_among_obstacles_keep_the_margin_at_the_hardware_rate
         inside = tip.copy()
         inside[:3, 3] = (next(iter(obstacles.values()))[0].pose[:3, 3] if obstacles else
                          [0.05, 0.0, 0.15])
-        run.tracker.add_target(run.now, inside)
+        run.session.target(run.now, inside)
         run.go(3.0)
         # 3. A twist at 0.2 m/s toward the base, 2 s (twists every 20 ms).
         for _ in range(100):
             here = chain.forward(run.tracker.q)[:3, 3]
             toward = -here / max(np.linalg.norm(here), 1e-9)
-            run.tracker.set_twist(run.now, 0.2 * toward, np.zeros(3))
+            run.session.twist(run.now, 0.2 * toward, np.zeros(3))
             run.go(0.02)
         run.go(0.5)
         # 4. A reset to the initial joints.
-        run.tracker.reset(run.now)
+        run.session.reset(run.now)
         run.go(4.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
         if run.closest:
             certify(xml, chain, model, run.closest, run.floor)
@@ -224,12 +227,12 @@ def test_an_arm_started_in_contact_backs_out_and_then_keeps_the_margin(arm):
         # The target: the start pose 0.3 m up, behind nothing.
         goal = chain.forward(q0)
         goal[2, 3] += 0.3
-        run.tracker.add_target(0.0, goal)
+        run.session.target(0.0, goal)
         lowest = []
         end = 6.0
         while run.now < end:
             run.now += PERIOD
-            run.stream.advance(run.now)
+            run.session.tick(run.now)
             q, _, _ = run.stream.sample(run.now)
             near = model.distances(q, 0.2)   # beyond 0.2 m: counted as 0.2
             lowest.append(min([0.2] + [d for p, d in zip(near.pairs, near.distance)
@@ -257,7 +260,7 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
         run = Run('iiwa14', model, chain, q0, True)
         behind = start.copy()
         behind[0, 3] += 0.3   # 15 cm beyond the wall's centre plane
-        run.tracker.add_target(0.0, behind)
+        run.session.target(0.0, behind)
         run.go(4.0, until=lambda: run.guard.blocked is not None)
         assert run.guard.blocked is not None and 'wall' in run.guard.blocked.pair
         run.go(2.0)   # at the margin by now, still pushed toward the wall
@@ -266,7 +269,7 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
             assert run.guard.blocked is not None and 'wall' in run.guard.blocked.pair
         # Let go: the target where the tip is now. The smoothed path starts
         # from the target behind the wall and takes ~2 s to come back.
-        run.tracker.add_target(run.now, chain.forward(run.tracker.q))
+        run.session.target(run.now, chain.forward(run.tracker.q))
         run.go(6.0, until=lambda: run.guard.blocked is None)
         assert run.guard.blocked is None
     finally:
@@ -385,7 +388,7 @@ def test_without_smoothing_the_arm_goes_to_the_free_solution_and_keeps_the_margi
                                                dict(zip(chain.joint_names, q_target)), 0.06))
     try:
         run = Run('iiwa14', model, chain, q0, False)
-        run.tracker.add_target(0.0, pose)
+        run.session.target(0.0, pose)
         run.go(10.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
         q = run.tracker.q
         tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, q)))

@@ -122,3 +122,13 @@ def test_xacro_arguments_must_be_name_value_and_only_for_xacro_files(tmp_path):
         ik_node.urdf.read_urdf_file(str(xacro_file), ['prefix'])
     with pytest.raises(ModelError, match='not a .xacro file'):
         ik_node.urdf.read_urdf_file(str(urdf_file), ['prefix:=a'])
+
+
+def test_bundled_files_are_found_and_a_missing_one_is_named():
+    """bundled_file: the shipped URDFs and configs resolve; a missing file's error names it."""
+    from ik_node.urdf import bundled_file, bundled_urdf
+    assert bundled_urdf('panda.urdf') == bundled_file('urdf/panda.urdf')
+    with open(bundled_file('config/obstacles/floor.yaml'), encoding='utf-8') as handle:
+        assert 'halfspace' in handle.read()
+    with pytest.raises(FileNotFoundError, match='config/nothing.yaml'):
+        bundled_file('config/nothing.yaml')
