@@ -7,7 +7,7 @@ from setuptools import find_packages
 from setuptools import setup
 
 PACKAGE = 'ik_node'
-SHARED_DIRS = ('launch', 'config', 'urdf', 'rviz')
+SHARED_DIRS = ('launch', 'config', 'urdf', 'rviz', 'meshes')
 
 
 def shared_files():

@@ -52,7 +52,7 @@ from ik_node.core.collision.shapes import checked_shape, CollisionError, load_me
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import FrameError, LinkFrames
 from ik_node.core.rotations import quaternion_to_matrix, ypr_to_matrix
-from ik_node.urdf import checked_xml_text, link_frames, UrdfError
+from ik_node.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
 import numpy as np
 
 MeshResolver = Callable[[str], str]
@@ -60,6 +60,9 @@ MeshResolver = Callable[[str], str]
 
 def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
     """Return the file path of a mesh URI (package://, file://, or a path).
+
+    package:// is resolved through the ament index, as ROS resolves it;
+    ik_node's own meshes also from its source tree when it is not installed.
 
     Raises:
         CollisionError: a package the ament index does not know, or a relative
@@ -71,9 +74,14 @@ def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
         try:
             from ament_index_python.packages import get_package_share_directory
             return os.path.join(get_package_share_directory(package), rest)
-        except ImportError:
-            raise CollisionError(f'{uri}: package:// needs ament_index_python') from None
-        except Exception:  # noqa: B902 - PackageNotFoundError and kin
+        except Exception as exc:  # noqa: B902 - ImportError, PackageNotFoundError and kin
+            if package == 'ik_node':   # its own meshes, run from the source tree
+                try:
+                    return bundled_file(rest)
+                except FileNotFoundError:
+                    pass
+            if isinstance(exc, ImportError):
+                raise CollisionError(f'{uri}: package:// needs ament_index_python') from None
             raise CollisionError(f'{uri}: package {package!r} is not in the ament index '
                                  f'(AMENT_PREFIX_PATH)') from None
     if uri.startswith('file://'):

@@ -33,7 +33,7 @@ PYTHON_KEYS = {
     'numpy': 'python3-numpy', 'numba': 'python3-numba', 'matplotlib': 'python3-matplotlib',
     'hypothesis': 'python3-hypothesis', 'urdf_parser_py': 'urdfdom_py',
     'transforms3d': 'python3-transforms3d', 'yaml': 'python3-yaml', 'lxml': 'python3-lxml',
-    'catkin_pkg': 'python3-catkin-pkg', 'pytest': 'python3-pytest',
+    'catkin_pkg': 'python3-catkin-pkg', 'pytest': 'python3-pytest', 'scipy': 'python3-scipy',
 }
 # Optional peers of `ik_bench ik --compare`, imported only when installed
 # (importlib.util.find_spec guards them); not dependencies.

@@ -330,3 +330,45 @@ def test_the_node_loads_it_and_holds_the_arm_off_itself_over_dds():
         assert node.stop() == 0
     out = node.output()
     assert 'collision: 9 links with geometry' in out, out
+
+
+def test_the_bundled_panda_collides_with_frankas_own_meshes():
+    """urdf/panda.urdf's links are Franka's published collision meshes, byte for byte.
+
+    The copies shipped in meshes/panda/ equal franka_ros's (in this package
+    from outside); the bundled description names them by package://ik_node/,
+    and the model reads every one (source tree: no install needed) as a mesh
+    with as many vertices as the test's own reader finds.
+    """
+    from ik_node.geometry import collision_model
+    from models import ARMS, HOME
+    path, base, tip = ARMS['panda']
+    xml = path.read_text()
+    shipped = collision_meshes_of(xml, 'package://ik_node/', path.parents[1])
+    franka = SHARE / 'meshes' / 'collision'
+    assert sorted(shipped) == [f'panda_link{k}' for k in range(8)]
+    for link, files in shipped.items():
+        assert files == [path.parents[1] / 'meshes' / 'panda' / 'collision' /
+                         f'{link[len("panda_"):]}.stl']
+        assert files[0].read_bytes() == (franka / files[0].name).read_bytes(), link
+    chain = chain_from_urdf_string(xml, base, tip)
+    model, _ = collision_model(xml, chain, home=HOME['panda'])
+    meshes = {b.link: b.shapes for b in model.bodies if b.shapes[0].kind == 'mesh'}
+    assert sorted(meshes) == sorted(shipped)
+    for link, shapes in meshes.items():
+        triangles = read_stl(shipped[link][0])
+        assert len(shapes) == 1 and len(shapes[0].vertices) == len(np.unique(
+            triangles.reshape(-1, 3).astype(np.float32), axis=0)), link
+
+
+def collision_meshes_of(xml, prefix, root):
+    """Return {link: [mesh files]} of a URDF's <collision> meshes (URIs ``prefix``..., in root)."""
+    out = {}
+    for link in ElementTree.fromstring(xml).findall('link'):
+        for collision in link.findall('collision'):
+            mesh = collision.find('geometry/mesh')
+            if mesh is not None:
+                uri = mesh.get('filename')
+                assert uri.startswith(prefix), uri
+                out.setdefault(link.get('name'), []).append(root / uri[len(prefix):])
+    return out

@@ -42,7 +42,7 @@ collision.
 
 from dataclasses import dataclass
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ik_node.core.collision.shapes import coal_geometry, CollisionError, Shape
 from ik_node.core.kernels.backend import resolve as resolve_backend
@@ -213,7 +213,7 @@ class CollisionModel:
         self._world_geoms = [coal_geometry(s) for _, s in self._world]
         self._world_tf = [coal.Transform3s(s.pose[:3, :3].copy(), s.pose[:3, 3].copy())
                           for _, s in self._world]
-        self._functors: Dict[int, object] = {}   # checked pair -> coal.ComputeDistance
+        self._functors: Dict[int, Any] = {}   # checked pair -> coal.ComputeDistance
         moving = [i for i in range(len(self._robot)) if self._frame[i] >= 0]
         world_pairs = [(i, len(self._robot) + w) for w in range(len(self._world)) for i in moving]
         self.pairs: List[Tuple[int, int]] = self._self_pairs + world_pairs
