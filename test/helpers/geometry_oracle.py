@@ -117,25 +117,29 @@ def triangle_distances(points, triangles):
     d3, d4 = np.sum(ab * bp, -1), np.sum(ac * bp, -1)
     d5, d6 = np.sum(ab * cp, -1), np.sum(ac * cp, -1)
     va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
+    # A region's division by zero (a degenerate face) is never the region taken.
     with np.errstate(divide='ignore', invalid='ignore'):
         denom = va + vb + vc
         v_face, w_face = vb / denom, vc / denom
         t_ab = d1 / (d1 - d3)
         t_ac = d2 / (d2 - d6)
         t_bc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-    closest = a + v_face[..., None] * ab + w_face[..., None] * ac
+        closest = a + v_face[..., None] * ab + w_face[..., None] * ac
+        answers = [a, b, c, a + t_ab[..., None] * ab, a + t_ac[..., None] * ac,
+                   b + t_bc[..., None] * (c - b)]
     regions = [
         (d1 <= 0) & (d2 <= 0), (d3 >= 0) & (d4 <= d3), (d6 >= 0) & (d5 <= d6),
         (vc <= 0) & (d1 >= 0) & (d3 <= 0), (vb <= 0) & (d2 >= 0) & (d6 <= 0),
         (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)]
-    answers = [a, b, c, a + t_ab[..., None] * ab, a + t_ac[..., None] * ac,
-               b + t_bc[..., None] * (c - b)]
     done = np.zeros(d1.shape, dtype=bool)
     for region, answer in zip(regions, answers):
         take = region & ~done
         closest = np.where(take[..., None], np.broadcast_to(answer, closest.shape), closest)
         done |= take
-    return np.linalg.norm(p - closest, axis=-1)
+    out = np.linalg.norm(p - closest, axis=-1)
+    # A degenerate face (collinear corners) gives no answer: its edges are
+    # its neighbours' edges.
+    return np.where(np.isfinite(out), out, np.inf)
 
 
 def point_distance(kind, size, pose, points):

@@ -361,6 +361,55 @@ def test_the_bundled_panda_collides_with_frankas_own_meshes():
             triangles.reshape(-1, 3).astype(np.float32), axis=0)), link
 
 
+def test_the_bundled_xarm7_collides_with_ufactorys_meshes_where_ufactory_puts_them():
+    """urdf/xarm7.urdf's links are UFACTORY's meshes, byte for byte, where UFACTORY puts them.
+
+    The bundled description's link frames are the DH frames of its
+    kinematics, not UFACTORY's; each mesh carries the shift between the two.
+    At random joints, every mesh vertex posed by the bundled description
+    (the tests' own FK, RawModel) is where UFACTORY's own description
+    (example-robot-data's copy) poses it, to its 1e-5 rad rounding of pi/2.
+    """
+    import transforms3d
+    from models import ARMS
+    path, base, _ = ARMS['xarm7']
+    xml = path.read_text()
+    root = path.parents[1]
+    shipped = collision_meshes_of(xml, 'package://ik_node/', root)
+    share = PACKAGE / 'robots' / 'xarm_description'
+    theirs_xml = (share / 'urdf' / 'xarm7.urdf').read_text()
+    theirs = collision_meshes_of(theirs_xml, 'package://example-robot-data/', PACKAGE)
+    assert len(shipped) == 8
+    ours_fk, theirs_fk = RawModel(xml), RawModel(theirs_xml)
+    origins = {}
+    for link in ElementTree.fromstring(xml).findall('link'):
+        for collision in link.findall('collision'):
+            if collision.find('geometry/mesh') is not None:
+                pose = np.eye(4)
+                origin = collision.find('origin')
+                if origin is not None:
+                    pose[:3, 3] = [float(v) for v in origin.get('xyz').split()]
+                    pose[:3, :3] = transforms3d.euler.euler2mat(
+                        *[float(v) for v in origin.get('rpy').split()], 'sxyz')
+                origins[link.get('name')] = pose
+    rng = np.random.default_rng(7)
+    names = [f'joint{k}' for k in range(1, 8)]
+    for _ in range(5):
+        values = dict(zip(names, rng.uniform(-2.0, 2.0, 7)))
+        values['joint4'] = rng.uniform(0.0, 3.0)    # within both descriptions' limits
+        for link, files in shipped.items():
+            name = link.replace('xarm7_', '')
+            match = [f for f in theirs[name] if f.name.lower() == files[0].name]
+            assert len(match) == 1, (link, theirs[name])
+            assert files[0].read_bytes() == match[0].read_bytes(), link
+            points = read_stl(files[0]).reshape(-1, 3)
+            ours = ours_fk.pose(base, link, values) @ origins[link]
+            ufactory = theirs_fk.pose('link_base', name, values)
+            here = points @ ours[:3, :3].T + ours[:3, 3]
+            there = points @ ufactory[:3, :3].T + ufactory[:3, 3]
+            assert np.max(np.abs(here - there)) < 2e-5, link
+
+
 def collision_meshes_of(xml, prefix, root):
     """Return {link: [mesh files]} of a URDF's <collision> meshes (URIs ``prefix``..., in root)."""
     out = {}
