@@ -74,8 +74,10 @@ class Judge:
 
 
 def _lowest_z(kind, size, pose):
-    """Return the lowest z of a solid (closed forms)."""
+    """Return the lowest z of a solid (closed forms; a hull: its lowest vertex)."""
     z = pose[:3, 2]
+    if kind == 'hull':   # its lowest vertex
+        return float(np.min(size.points @ pose[2, :3])) + pose[2, 3]
     if kind == 'sphere':
         return pose[2, 3] - size[0]
     if kind == 'cylinder':
