@@ -24,7 +24,7 @@ its SRDF (MoveIt's, with the setup assistant's disabled pairs) is read.
 Nothing of it is written or changed here.
 
 Judged independently of the node's collision model: the meshes are read by
-the test's own STL reader and posed by the tests' own forward kinematics
+the tests' own STL reader (geometry_oracle) and posed by the tests' own forward kinematics
 (oracle.RawModel); distances come from python-fcl on the exact meshes (a
 second library), and each distance the model reports is checked against a
 separating direction computed from the mesh vertices.
@@ -32,10 +32,10 @@ separating direction computed from the mesh vertices.
 
 import os
 from pathlib import Path
-import struct
 import sysconfig
 from xml.etree import ElementTree
 
+from geometry_oracle import read_stl
 import numpy as np
 from oracle import RawModel
 import pytest
@@ -107,16 +107,6 @@ def panda():
 
 
 # -- the tests' own reading of the description ---------------------------------------------
-
-def read_stl(path):
-    """Return (triangles (T, 3, 3) m) of a binary STL file (the test's own reader)."""
-    data = Path(path).read_bytes()
-    count = struct.unpack_from('<I', data, 80)[0]
-    assert len(data) == 84 + 50 * count, f'{path}: not a binary STL'
-    rows = np.frombuffer(data, dtype=np.dtype([('n', '<f4', 3), ('v', '<f4', (3, 3)),
-                                               ('a', '<u2')]), count=count, offset=84)
-    return rows['v'].astype(np.float64)
-
 
 def collision_meshes(xml):
     """Return {link: triangles (T, 3, 3) in the link frame} of every <collision> mesh."""
