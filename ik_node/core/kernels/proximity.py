@@ -180,12 +180,7 @@ def braking_dip(grads, v1, a_max, out):
     for k in range(grads.shape[0]):
         lowest = 0.0
         for b in range(n):
-            t = times[b]
-            value = 0.0
-            for i in range(n):
-                tau = min(t, stops[i])
-                value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
-            lowest = min(lowest, value)
+            lowest = min(lowest, _braking_change(grads, k, v1, dec, stops, times[b]))
         t0 = 0.0
         for b in range(n):
             t1 = times[b]
@@ -200,10 +195,18 @@ def braking_dip(grads, v1, a_max, out):
                 if quad < 0.0:
                     tv = lin / quad
                     if t0 < tv < t1:
-                        value = 0.0
-                        for i in range(n):
-                            tau = min(tv, stops[i])
-                            value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
-                        lowest = min(lowest, value)
+                        lowest = min(lowest, _braking_change(grads, k, v1, dec, stops, tv))
                 t0 = t1
         out[k] = lowest
+
+
+def _braking_change(grads, k, v1, dec, stops, t):
+    """Return pair k's linearised distance change t s into braking (see braking_dip), m.
+
+    Joint i has moved ``v1 tau - dec tau^2 / 2`` with tau = min(t, stops[i]).
+    """
+    value = 0.0
+    for i in range(v1.shape[0]):
+        tau = min(t, stops[i])
+        value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
+    return value
