@@ -39,6 +39,7 @@ from geometry_oracle import read_stl
 import numpy as np
 from oracle import RawModel
 import pytest
+import transforms3d
 
 coal = pytest.importorskip('coal', reason='coal is not installed: collision is off without it')
 fcl = pytest.importorskip('fcl', reason='python-fcl (the second library) is not installed')
@@ -108,21 +109,40 @@ def panda():
 
 # -- the tests' own reading of the description ---------------------------------------------
 
-def collision_meshes(xml):
-    """Return {link: triangles (T, 3, 3) in the link frame} of every <collision> mesh."""
-    meshes = {}
+def mesh_collisions(xml, prefix, root):
+    """Return {link: [(mesh file, origin, scale)]} of a URDF's <collision> meshes.
+
+    URIs must start with ``prefix`` and are found under ``root``. The origin is
+    its (4, 4) pose in the link (None: no <origin> element); the scale its
+    attribute text (None: absent). Other geometry (the fingers' boxes) is skipped.
+    """
+    out = {}
     for link in ElementTree.fromstring(xml).findall('link'):
         for collision in link.findall('collision'):
             mesh = collision.find('geometry/mesh')
-            if mesh is None:    # the fingers' boxes (links the chain does not drive)
+            if mesh is None:
                 continue
-            assert collision.find('origin') is None and mesh.get('scale') is None, \
-                'this description: meshes at the link origin, unscaled'
-            prefix = 'package://example-robot-data/'
             uri = mesh.get('filename')
             assert uri.startswith(prefix), uri
-            path = PACKAGE / uri[len(prefix):]
-            meshes.setdefault(link.get('name'), []).append(read_stl(path))
+            origin, pose = collision.find('origin'), None
+            if origin is not None:
+                pose = np.eye(4)
+                pose[:3, 3] = [float(v) for v in origin.get('xyz', '0 0 0').split()]
+                pose[:3, :3] = transforms3d.euler.euler2mat(
+                    *[float(v) for v in origin.get('rpy', '0 0 0').split()], 'sxyz')
+            out.setdefault(link.get('name'), []).append(
+                (root / uri[len(prefix):], pose, mesh.get('scale')))
+    return out
+
+
+def collision_meshes(xml):
+    """Return {link: triangles (T, 3, 3) in the link frame} of every <collision> mesh."""
+    meshes = {}
+    for link, entries in mesh_collisions(xml, 'package://example-robot-data/', PACKAGE).items():
+        for path, pose, scale in entries:
+            assert pose is None and scale is None, \
+                'this description: meshes at the link origin, unscaled'
+            meshes.setdefault(link, []).append(read_stl(path))
     return {name: np.concatenate(parts) for name, parts in meshes.items()}
 
 
@@ -334,7 +354,8 @@ def test_the_bundled_panda_collides_with_frankas_own_meshes():
     from models import ARMS, HOME
     path, base, tip = ARMS['panda']
     xml = path.read_text()
-    shipped = collision_meshes_of(xml, 'package://ik_node/', path.parents[1])
+    shipped = {link: [f for f, _, _ in entries] for link, entries in
+               mesh_collisions(xml, 'package://ik_node/', path.parents[1]).items()}
     franka = SHARE / 'meshes' / 'collision'
     assert sorted(shipped) == [f'panda_link{k}' for k in range(8)]
     for link, files in shipped.items():
@@ -360,54 +381,28 @@ def test_the_bundled_xarm7_collides_with_ufactorys_meshes_where_ufactory_puts_th
     (the tests' own FK, RawModel) is where UFACTORY's own description
     (example-robot-data's copy) poses it, to its 1e-5 rad rounding of pi/2.
     """
-    import transforms3d
     from models import ARMS
     path, base, _ = ARMS['xarm7']
     xml = path.read_text()
-    root = path.parents[1]
-    shipped = collision_meshes_of(xml, 'package://ik_node/', root)
+    shipped = mesh_collisions(xml, 'package://ik_node/', path.parents[1])
     share = PACKAGE / 'robots' / 'xarm_description'
     theirs_xml = (share / 'urdf' / 'xarm7.urdf').read_text()
-    theirs = collision_meshes_of(theirs_xml, 'package://example-robot-data/', PACKAGE)
+    theirs = mesh_collisions(theirs_xml, 'package://example-robot-data/', PACKAGE)
     assert len(shipped) == 8
     ours_fk, theirs_fk = RawModel(xml), RawModel(theirs_xml)
-    origins = {}
-    for link in ElementTree.fromstring(xml).findall('link'):
-        for collision in link.findall('collision'):
-            if collision.find('geometry/mesh') is not None:
-                pose = np.eye(4)
-                origin = collision.find('origin')
-                if origin is not None:
-                    pose[:3, 3] = [float(v) for v in origin.get('xyz').split()]
-                    pose[:3, :3] = transforms3d.euler.euler2mat(
-                        *[float(v) for v in origin.get('rpy').split()], 'sxyz')
-                origins[link.get('name')] = pose
     rng = np.random.default_rng(7)
     names = [f'joint{k}' for k in range(1, 8)]
     for _ in range(5):
         values = dict(zip(names, rng.uniform(-2.0, 2.0, 7)))
         values['joint4'] = rng.uniform(0.0, 3.0)    # within both descriptions' limits
-        for link, files in shipped.items():
+        for link, [(file, origin, _)] in shipped.items():
             name = link.replace('xarm7_', '')
-            match = [f for f in theirs[name] if f.name.lower() == files[0].name]
+            match = [f for f, _, _ in theirs[name] if f.name.lower() == file.name]
             assert len(match) == 1, (link, theirs[name])
-            assert files[0].read_bytes() == match[0].read_bytes(), link
-            points = read_stl(files[0]).reshape(-1, 3)
-            ours = ours_fk.pose(base, link, values) @ origins[link]
+            assert file.read_bytes() == match[0].read_bytes(), link
+            points = read_stl(file).reshape(-1, 3)
+            ours = ours_fk.pose(base, link, values) @ (np.eye(4) if origin is None else origin)
             ufactory = theirs_fk.pose('link_base', name, values)
             here = points @ ours[:3, :3].T + ours[:3, 3]
             there = points @ ufactory[:3, :3].T + ufactory[:3, 3]
             assert np.max(np.abs(here - there)) < 2e-5, link
-
-
-def collision_meshes_of(xml, prefix, root):
-    """Return {link: [mesh files]} of a URDF's <collision> meshes (URIs ``prefix``..., in root)."""
-    out = {}
-    for link in ElementTree.fromstring(xml).findall('link'):
-        for collision in link.findall('collision'):
-            mesh = collision.find('geometry/mesh')
-            if mesh is not None:
-                uri = mesh.get('filename')
-                assert uri.startswith(prefix), uri
-                out.setdefault(link.get('name'), []).append(root / uri[len(prefix):])
-    return out
