@@ -22,7 +22,7 @@ own forward kinematics): not against coal or the code under test.
 import math
 
 from geometry_oracle import distance_interval, point_distance, RobotSolids
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
 import numpy as np
@@ -394,6 +394,72 @@ def test_a_small_obstacle_between_a_free_stop_and_a_fast_arm_is_seen_on_the_way(
         assert not guard.admits(q, q1, v, a, chain.lower, chain.upper)
         slow = 0.02 * v   # a few mm to stop: admitted
         assert guard.admits(q, q + slow * dt, slow, a, chain.lower, chain.upper)
+    finally:
+        model.set_obstacles({})
+
+
+def test_a_world_changed_under_a_guard_is_seen_at_its_next_step():
+    """A guard that judged free space does not trust it after the model's world changed.
+
+    Nothing tells the guard (no ``changed()``): the model's revision does.
+    A ball then put 5 mm under the tool is refused a step further down.
+    """
+    chain, xml, model, _ = arm_model('iiwa14')
+    q = np.array(HOME['iiwa14'])
+    a, rest = np.full(chain.n, 10.0), np.zeros(chain.n)
+    jac = chain.jacobian(q)[:3]
+    down = 2e-3 * np.linalg.pinv(jac) @ np.array([0.0, 0.0, -1.0])   # tip 2 mm down
+    guard = CollisionGuard(model, 0.01)
+    assert guard.admits(q, q + down, rest, a, chain.lower, chain.upper)   # free space known
+    tip = chain.forward(q)[:3, 3]
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.05],
+                                              'position': list(tip - [0.0, 0.0, 0.2])})
+    model.set_obstacles({name: (shape,)})
+    try:
+        gap = lowest_to(model, q, 'ball')
+        shift = gap - 0.005   # the ball raised until it is 5 mm from the arm
+        name, shape = posed_obstacle(chain, xml, {
+            'name': 'ball', 'shape': 'sphere', 'size': [0.05],
+            'position': list(tip - [0.0, 0.0, 0.2 - shift])})
+        model.set_obstacles({name: (shape,)})
+        assert abs(lowest_to(model, q, 'ball') - 0.005) < 1e-3
+        assert not guard.admits(q, q + down, rest, a, chain.lower, chain.upper)
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('arm', ['panda', 'xarm7'])
+@settings(max_examples=examples(6), deadline=None)
+@given(data=st.data())
+def test_what_a_guard_decides_does_not_depend_on_the_configurations_it_judged_before(arm, data):
+    """A guard that has judged other steps (its distances remembered) decides as a fresh one.
+
+    Random steps near random obstacles: each is judged by a guard with a
+    history of random earlier steps and by a new guard; admitted or not
+    alike.
+    """
+    chain, xml, model, _ = arm_model(arm)
+    unit = st.lists(st.floats(0.05, 0.95), min_size=chain.n, max_size=chain.n)
+    entries = data.draw(st.lists(obstacles(), min_size=1, max_size=4))
+    model.set_obstacles({f'o{k}': (posed_obstacle(chain, xml, e)[1],)
+                         for k, e in enumerate(entries)})
+    try:
+        a = np.full(chain.n, 8.0)
+        decisions = set()
+        for _ in range(3):
+            q = q_within(chain, data.draw(unit))
+            v = data.draw(st.floats(-1.5, 1.5)) * (q_within(chain, data.draw(unit)) - q)
+            q1 = q + 0.004 * v
+            used = CollisionGuard(model, 0.01)
+            for _ in range(data.draw(st.integers(1, 5))):   # steps around this one first
+                near = q + np.array(data.draw(st.lists(st.floats(-0.1, 0.1), min_size=chain.n,
+                                                       max_size=chain.n)))
+                used.admits(near, near + 0.004 * v, v, a, chain.lower, chain.upper)
+            fresh = CollisionGuard(model, 0.01)
+            decided = used.admits(q, q1, v, a, chain.lower, chain.upper)
+            assert decided == fresh.admits(q, q1, v, a, chain.lower, chain.upper)
+            decisions.add(decided)
+        event(f'decisions {sorted(decisions)}')
     finally:
         model.set_obstacles({})
 

@@ -111,15 +111,23 @@ class CollisionGuard:
         self.holds = 0   # steps slid or braked since start
         self._free_for = 0.0   # s of free steps since the last hold
         self._lipschitz = model.point_speed   # (n,) m per rad, any pair, any world
+        self.generation = 0   # counts changes of the world, margin or pairs
+        self.changed()
+
+    def changed(self) -> None:
+        """Forget what is known of distances (the world, the margin or the pairs changed).
+
+        Also done at the next step by itself when the model's pairs or world
+        changed (``CollisionModel.revision``).
+        """
         self._floor_q: Optional[FloatArray] = None
         self._floor = -math.inf
         self._known: dict = {}   # recent configurations (bytes) -> their near pairs
-        self.generation = 0   # counts changes of the world, margin or pairs
-
-    def changed(self) -> None:
-        """Forget what is known of distances (the world, the margin or the pairs changed)."""
-        self._floor_q, self._floor = None, -math.inf
-        self._known = {}
+        pairs, n = len(self.model.pairs), self.model.chain.n
+        # Each pair's last exact distance (m; -inf: none) and where (P, n).
+        self._pair_distance = np.full(pairs, -math.inf)
+        self._pair_q = np.zeros((pairs, n))
+        self._revision = self.model.revision
         self.generation += 1
 
     def set_margin(self, margin: float) -> None:
@@ -135,8 +143,14 @@ class CollisionGuard:
         ``sweep``: (P,) per checked pair (None: zeros), m: how much the pair's
         distance may shrink on the way judged from q (a pair that near may be
         reached on it). None is returned when the floor says no pair is that
-        close.
+        close. Pairs whose last exact distance, less what the way since can
+        have taken from it (``CollisionModel.sweep``), keeps them that far are
+        left out: which pairs are listed depends on what was computed
+        before, never a listed pair's distance nor whether one within the
+        margin is listed.
         """
+        if self._revision != self.model.revision:
+            self.changed()
         widest = 0.0 if sweep is None or not len(sweep) else float(np.max(sweep))
         if self._floor_q is not None and math.isfinite(self._floor):
             moved = float(self._lipschitz @ np.abs(q - self._floor_q))
@@ -149,12 +163,25 @@ class CollisionGuard:
             near = known[1]
         else:
             # Exact out to EXACT_REACH; beyond, the pair's bounding spheres.
-            near = self.model.distances(q, reach, self.margin + EXACT_REACH)
+            near = self.model.distances(q, reach, self.margin + EXACT_REACH,
+                                        self._remembered(q))
+            self._remember(q, near)
             if len(self._known) >= 4 and key not in self._known:
                 self._known.pop(next(iter(self._known)))
             self._known[key] = (reach, near)
         self._floor_q, self._floor = q.copy(), near.lowest
         return near
+
+    def _remembered(self, q: FloatArray) -> FloatArray:
+        """Return (P,) lower bounds of each pair's distance at q from its last exact one, m."""
+        travel = np.abs(q - self._pair_q)
+        return self._pair_distance - np.einsum('pn,pn->p', self.model.sweep, travel)
+
+    def _remember(self, q: FloatArray, near: PairDistances) -> None:
+        """Keep the exact distances of ``near`` (computed at q) as each pair's last."""
+        pairs = near.pairs[near.exact]
+        self._pair_distance[pairs] = near.distance[near.exact]
+        self._pair_q[pairs] = q
 
     # -- the step ----------------------------------------------------------------
 

@@ -58,6 +58,8 @@ RIGID_TOL = 1e-6
 CONTACT_SAMPLES = 300
 NO_POINTS = np.empty((0, 3))   # witnesses of no pair (shared: never written)
 NO_POINTS.flags.writeable = False
+NO_ROWS = np.empty(0, dtype=bool)   # the exact mask of no pair (shared: never written)
+NO_ROWS.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class PairDistances:
         distance: (K,) signed distances, m (negative: penetration depth).
         point_a, point_b: (K, 3) nearest points, base frame.
         normal: (K, 3) unit normals from a toward b, base frame.
+        exact: (K,) bool, the row is coal's exact distance (else a bound and
+            the bounding spheres' witnesses).
         lowest: the smallest distance or bound over every checked pair, m
             (a bound when no pair is below the threshold).
 
@@ -98,6 +102,7 @@ class PairDistances:
     point_a: FloatArray
     point_b: FloatArray
     normal: FloatArray
+    exact: npt.NDArray[np.bool_]
     lowest: float
 
 
@@ -149,6 +154,9 @@ class CollisionModel:
         #: of each joint's travel.
         self.point_speed = self._arms.max(axis=0, initial=0.0) @ np.abs(self._to_free)
         self._self_pairs = self._pairs_of_links()
+        #: Counts changes of the pairs or the world (whatever holds distances
+        #: of this model compares it: ``pairs`` and their distances changed).
+        self.revision = 0
         self._rebuild_world()
         self._frame_cache: dict = {}
         # The forward kinematics of every tick: compiled when numba is there
@@ -230,6 +238,7 @@ class CollisionModel:
         self._w_normal = np.array([s.pose[:3, 2] for _, s in self._world]).reshape(-1, 3)
         self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
         self.sweep = self._sweep_matrix()
+        self.revision += 1
 
     def _shape_arms(self) -> FloatArray:
         """Return (S, M): how far FK joint k's turning by 1 rad can move shape s's points, m.
@@ -381,7 +390,7 @@ class CollisionModel:
                             - self._w_offset[wi] - all_r[self._pa[plane]])
         return bound, (ca, cb)
 
-    def distances(self, q, threshold, exact=None) -> PairDistances:
+    def distances(self, q, threshold, exact=None, known=None) -> PairDistances:
         """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses.
 
         ``threshold`` and ``exact``: scalars or (P,) per checked pair. Pairs
@@ -389,28 +398,25 @@ class CollisionModel:
         threshold) get coal's exact distance; the others below the threshold
         get their bounding spheres' distance (a lower bound of the exact one)
         and the spheres' nearest points and normal, for far pairs judged
-        coarsely at a twentieth of the cost.
+        coarsely at a twentieth of the cost. ``known``: (P,) lower bounds of
+        each pair's distance at q that the caller has (from distances it
+        computed before, m; -inf: none): a pair known to be at least the
+        threshold away is left out. What is returned for a pair listed does
+        not depend on ``known``.
         """
         rot, pos, bound, centres = self._broad_phase(q)
-        near = np.flatnonzero(bound < threshold)
+        floor = bound if known is None else np.maximum(bound, known)
+        near = np.flatnonzero(floor < threshold)
         k = len(near)
         if k == 0:   # free: the bounds are the answer (most queries of a tick)
-            return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS,
-                                 float(bound.min()) if bound.size else math.inf)
-        dist = np.empty(k)
-        pa, pb, nrm = np.empty((k, 3)), np.empty((k, 3)), np.empty((k, 3))
+            return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
+                                 float(floor.min()) if floor.size else math.inf)
         fine = np.ones(k, dtype=bool) if exact is None else (
             bound[near] < (exact if np.ndim(exact) == 0 else exact[near]))
-        self._exact(near, np.flatnonzero(fine), rot, pos, (dist, pa, pb, nrm))
-        coarse = ~fine
-        if coarse.any():
-            rows = near[coarse]
-            dist[coarse] = bound[rows]
-            pa[coarse], pb[coarse], nrm[coarse] = self._sphere_witnesses(rows, centres)
-        values = bound.copy()
+        dist, pa, pb, nrm = self._exact(near, fine, rot, pos, centres, bound)
+        values = floor.copy()
         values[near] = dist
-        lowest = float(values.min()) if values.size else math.inf
-        return PairDistances(near.astype(np.int64), dist, pa, pb, nrm, lowest)
+        return PairDistances(near.astype(np.int64), dist, pa, pb, nrm, fine, float(values.min()))
 
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
@@ -438,22 +444,27 @@ class CollisionModel:
         normal = np.where(np.isfinite(normal), normal, 0.0)
         return ca + ra[:, None] * normal, cb - rb[:, None] * normal, normal
 
-    def _exact(self, near, rows, rot, pos, out) -> None:
-        """Write coal's exact distance, nearest points and normal of pairs ``near[rows]``.
+    def _exact(self, near, fine, rot, pos, centres, bound
+               ) -> Tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Return distances (K,) and points a, b and normals (K, 3) of pairs ``near`` (K,).
 
+        Rows where ``fine`` (K,) is set get coal's exact answer, the others
+        their bounding spheres' (``bound`` (P,), ``centres``, ``_sphere_witnesses``).
         ``rot`` (S, 3, 3), ``pos`` (S, 3): the robot shapes' poses, base
-        frame; ``out``: the (K,) distances and (K, 3) points a, b and normals
-        whose ``rows`` are written. Each shape's transform is built once per
-        call. coal.distance starts every query afresh: the same configuration
-        always gets the same answer (a reused ComputeDistance warm-starts
-        from its last query, and answers differed by 8e-8 m on a hull).
+        frame. Each shape's transform is built once per call. coal.distance
+        starts every query afresh: the same configuration always gets the
+        same answer (a reused ComputeDistance warm-starts from its last
+        query, and answers differed by 8e-8 m on a hull).
         """
         coal = self._coal
         n_robot = len(self._robot)
         request, result = self._request, self._result
-        dist, point_a, point_b, normal = out
+        k = len(near)
+        dist = bound[near]
+        witnesses = np.empty((k, 9))   # rows: point a, point b, normal
         transforms: Dict[int, object] = {}
-        for row in rows.tolist():
+        rows = np.flatnonzero(fine).tolist()
+        for row in rows:
             i, j = self.pairs[int(near[row])]
             tf_a = transforms.get(i)
             if tf_a is None:
@@ -466,9 +477,13 @@ class CollisionModel:
                     tf_b = transforms[j] = coal.Transform3s(rot[j], pos[j])
             result.clear()
             dist[row] = coal.distance(self._geoms[i], tf_a, geom_b, tf_b, request, result)
-            point_a[row] = result.getNearestPoint1()
-            point_b[row] = result.getNearestPoint2()
-            normal[row] = result.normal
+            witnesses[row] = np.concatenate((result.getNearestPoint1(),
+                                             result.getNearestPoint2(), result.normal))
+        if len(rows) < k:
+            coarse = ~fine
+            pa, pb, nrm = self._sphere_witnesses(near[coarse], centres)
+            witnesses[coarse] = np.hstack((pa, pb, nrm))
+        return dist, witnesses[:, 0:3], witnesses[:, 3:6], witnesses[:, 6:9]
 
     def gradients(self, q, near: PairDistances) -> FloatArray:
         """Return (K, n): each near pair's d(distance)/dq at q (rad^-1 m; m/m for prismatic).
