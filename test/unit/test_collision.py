@@ -150,12 +150,15 @@ def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entr
 @pytest.mark.parametrize('arm', sorted(ARMS))
 @settings(max_examples=examples(4), deadline=None)
 @given(unit=st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), entry=obstacles(),
-       floor=st.floats(-0.5, 0.3))
-def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor):
+       floor=st.floats(-0.5, 0.3), before=st.lists(st.floats(-0.2, 0.2), min_size=7, max_size=7),
+       exact=st.floats(0.0, NEAR))
+def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, before, exact):
     """The numba kernels (kernels.proximity): same pairs, distances, bounds, gradients as numpy.
 
     Every pair's bound enters ``lowest``; a half-space (the floor, its
-    height drawn) takes the plane branch of both.
+    height drawn) takes the plane branch of both. Pairs beyond ``exact``
+    get their spheres' answer; distances known at a configuration
+    ``before`` (rad away) leave pairs out alike.
     """
     pytest.importorskip('numba', reason='numba is not installed: only the numpy path exists')
     chain, xml, model, _ = arm_model(arm)
@@ -165,17 +168,31 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor):
     world = {'thing': (posed_obstacle(chain, xml, entry)[1],),
              'floor': (checked_shape('halfspace', (), below, source='floor'),)}
     q = q_within(chain, unit[:chain.n])
+    q_before = q + np.array(before[:chain.n])
     try:
         model.set_obstacles(world)
         twin.set_obstacles(world)
-        ours, theirs = model.distances(q, NEAR), twin.distances(q, NEAR)
+        then = model.distances(q_before, NEAR)
+        known = (np.full(len(model.pairs), -np.inf), np.tile(q_before, (len(model.pairs), 1)))
+        known[0][then.pairs] = then.distance
+        ours = model.distances(q, NEAR, exact, known)
+        theirs = twin.distances(q, NEAR, exact, known)
+        fresh = model.distances(q, NEAR)   # nothing known: every pair is judged afresh
         assert np.allclose(model.gradients(q, ours), twin.gradients(q, ours),
                            rtol=0.0, atol=1e-12)
     finally:
         model.set_obstacles({})
     assert np.array_equal(ours.pairs, theirs.pairs)
+    assert np.array_equal(ours.exact, theirs.exact)
     assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)
-    assert np.allclose(ours.point_a, theirs.point_a, rtol=0.0, atol=1e-9)
+    # What is known only leaves out pairs that are not that near.
+    row_of = {p: row for row, p in enumerate(ours.pairs.tolist())}
+    for p, d in zip(fresh.pairs.tolist(), fresh.distance):
+        if d < NEAR:
+            row = row_of[p]
+            # (a sphere bound is below a separation, and below 0 in contact)
+            assert (ours.distance[row] == d if ours.exact[row]
+                    else ours.distance[row] <= max(d, 0.0) + 1e-12)
     assert ours.lowest == pytest.approx(theirs.lowest, abs=1e-12)
 
 

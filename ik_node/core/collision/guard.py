@@ -164,18 +164,13 @@ class CollisionGuard:
         else:
             # Exact out to EXACT_REACH; beyond, the pair's bounding spheres.
             near = self.model.distances(q, reach, self.margin + EXACT_REACH,
-                                        self._remembered(q))
+                                        (self._pair_distance, self._pair_q))
             self._remember(q, near)
             if len(self._known) >= 4 and key not in self._known:
                 self._known.pop(next(iter(self._known)))
             self._known[key] = (reach, near)
         self._floor_q, self._floor = q.copy(), near.lowest
         return near
-
-    def _remembered(self, q: FloatArray) -> FloatArray:
-        """Return (P,) lower bounds of each pair's distance at q from its last exact one, m."""
-        travel = np.abs(q - self._pair_q)
-        return self._pair_distance - np.einsum('pn,pn->p', self.model.sweep, travel)
 
     def _remember(self, q: FloatArray, near: PairDistances) -> None:
         """Keep the exact distances of ``near`` (computed at q) as each pair's last."""

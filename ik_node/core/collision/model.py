@@ -238,6 +238,9 @@ class CollisionModel:
         self._w_normal = np.array([s.pose[:3, 2] for _, s in self._world]).reshape(-1, 3)
         self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
         self.sweep = self._sweep_matrix()
+        # No distance known of any pair (distances' ``known`` when none is given).
+        self._unknown = np.full(len(self.pairs), -math.inf)
+        self._unknown_at = np.zeros((len(self.pairs), self.chain.n))
         self.revision += 1
 
     def _shape_arms(self) -> FloatArray:
@@ -398,25 +401,43 @@ class CollisionModel:
         threshold) get coal's exact distance; the others below the threshold
         get their bounding spheres' distance (a lower bound of the exact one)
         and the spheres' nearest points and normal, for far pairs judged
-        coarsely at a twentieth of the cost. ``known``: (P,) lower bounds of
-        each pair's distance at q that the caller has (from distances it
-        computed before, m; -inf: none): a pair known to be at least the
-        threshold away is left out. What is returned for a pair listed does
-        not depend on ``known``.
+        coarsely at a twentieth of the cost. ``known``: None, or each pair's
+        distance the caller computed before and where, ((P,) m, -inf for
+        none; (P, n) joints): less the sweep bound of the way from there, a
+        lower bound at q; a pair it keeps at least the threshold away is
+        left out. What is returned for a pair listed does not depend on
+        ``known``.
         """
         rot, pos, bound, centres = self._broad_phase(q)
-        floor = bound if known is None else np.maximum(bound, known)
-        near = np.flatnonzero(floor < threshold)
-        k = len(near)
-        if k == 0:   # free: the bounds are the answer (most queries of a tick)
+        count = len(bound)
+        threshold = _per_pair(threshold, count)
+        exact = threshold if exact is None else _per_pair(exact, count)
+        known_distance, known_at = (self._unknown, self._unknown_at) if known is None else known
+        if self._kernels.compiled:
+            near, fine = np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
+            k, others = self._kernels.proximity.near_pairs(
+                np.ascontiguousarray(q, dtype=np.float64), bound, known_distance, known_at,
+                self.sweep, threshold, exact, near, fine)
+            near, fine = near[:k], fine[:k]
+        else:
+            near, fine, others = self._near_pairs(q, bound, known_distance, known_at,
+                                                  threshold, exact)
+        if not len(near):   # free: the bounds are the answer (most queries of a tick)
             return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
-                                 float(floor.min()) if floor.size else math.inf)
-        fine = np.ones(k, dtype=bool) if exact is None else (
-            bound[near] < (exact if np.ndim(exact) == 0 else exact[near]))
+                                 float(others))
         dist, pa, pb, nrm = self._exact(near, fine, rot, pos, centres, bound)
-        values = floor.copy()
-        values[near] = dist
-        return PairDistances(near.astype(np.int64), dist, pa, pb, nrm, fine, float(values.min()))
+        return PairDistances(near, dist, pa, pb, nrm, fine, min(float(others), float(dist.min())))
+
+    def _near_pairs(self, q, bound, known_distance, known_at, threshold, exact
+                    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], float]:
+        """Select the listed pairs with numpy (kernels.proximity.near_pairs compiled): alike."""
+        with np.errstate(invalid='ignore'):   # -inf - 0 * inf never: sweep is finite
+            lost = np.einsum('pn,pn->p', self.sweep, np.abs(q - known_at))
+        floor = np.maximum(bound, known_distance - lost)
+        listed = floor < threshold
+        near = np.flatnonzero(listed).astype(np.int64)
+        others = floor[~listed]
+        return near, bound[near] < exact[near], float(others.min()) if others.size else math.inf
 
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
@@ -641,3 +662,10 @@ def check_disabled(model_links: Iterable[str], pairs: Iterable[Tuple[str, str]],
                                      f'link of the robot description')
         out.append((a, b))
     return out
+
+
+def _per_pair(value, count: int) -> FloatArray:
+    """Return a threshold (m) as (count,) contiguous float64: a scalar repeated, an array as is."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return np.ascontiguousarray(value, dtype=np.float64)
+    return np.full(count, float(value))

@@ -102,6 +102,47 @@ def posed_bounds(frames, frame_of, local, centre, radius, w_centre, w_radius, w_
             bound_out[p] = math.sqrt(dx * dx + dy * dy + dz * dz) - radius[a] - rb
 
 
+def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near_out, fine_out):
+    """Select the pairs a distance query lists; return (how many, lowest bound of the others).
+
+    A pair's floor is the larger of its sphere bound and what a distance
+    known at another configuration leaves of it: ``known_distance -
+    sweep . |q - known_at|`` (the sweep bound of the way between). Pairs
+    whose floor is below their threshold are listed in order; the others'
+    lowest floor is returned (inf when every pair is listed).
+
+    Args:
+        q: (n,) the joints, rad (m).
+        bound: (P,) each pair's sphere bound at q, m (posed_bounds).
+        known_distance: (P,) each pair's distance known before, m (-inf: none).
+        known_at: (P, n) the joints where it was known.
+        sweep: (P, n) the model's sweep matrix, m per rad.
+        threshold: (P,) list a pair whose floor is below this, m.
+        exact: (P,) a listed pair whose sphere bound is below this needs
+            the exact distance, m.
+        near_out: (P,) int, written: the listed pairs, first ``count`` entries.
+        fine_out: (P,) bool, written: the listed pair needs the exact distance.
+
+    """
+    count = 0
+    lowest = math.inf
+    n = q.shape[0]
+    for p in range(bound.shape[0]):
+        floor = bound[p]
+        if known_distance[p] > floor:
+            lost = 0.0
+            for i in range(n):
+                lost += sweep[p, i] * abs(q[i] - known_at[p, i])
+            floor = max(floor, known_distance[p] - lost)
+        if floor < threshold[p]:
+            near_out[count] = p
+            fine_out[count] = bound[p] < exact[p]
+            count += 1
+        elif floor < lowest:
+            lowest = floor
+    return count, lowest
+
+
 def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a, point_b,
                    normal, rate_out):
     """Write each near pair's distance rate per joint frame's motion, (K, M).
