@@ -75,7 +75,7 @@ def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -
 
 
 def compile_collision_kernels(chain: Chain, q0) -> None:
-    """Run the collision kernels once: a sphere on two frames and a box, and a braking dip.
+    """Run the collision kernels once: a sphere on two frames and a box, the guard's kernels.
 
     The kernels (kernels.proximity, the frames' forward kinematics) are
     compiled per argument types, not per geometry: any model of a chain of
@@ -98,6 +98,11 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
                                                 source='warm-up'),)})
     near = model.distances(q0, 10.0)
     grads = model.gradients(q0, near)
+    # The guard's remembered bounds, with the argument types a tick passes.
+    pairs = len(model.pairs)
+    model.kernels.proximity.known_floors(np.asarray(q0, dtype=np.float64), near.floors,
+                                         np.zeros((pairs, chain.n)), model.sweep,
+                                         np.full(pairs, 0.01), np.empty(pairs))
     # The guard's braking dip, with the argument types a tick passes.
     model.kernels.proximity.braking_dip(grads, np.full(chain.n, 0.5), np.full(chain.n, 5.0),
                                         np.empty(len(grads)))

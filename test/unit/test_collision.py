@@ -184,6 +184,7 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, 
         model.set_obstacles({})
     assert np.array_equal(ours.pairs, theirs.pairs)
     assert np.array_equal(ours.exact, theirs.exact)
+    assert np.allclose(ours.floors, theirs.floors, rtol=0.0, atol=1e-9)
     assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)
     # What is known only leaves out pairs that are not that near.
     row_of = {p: row for row, p in enumerate(ours.pairs.tolist())}
@@ -385,7 +386,7 @@ def test_a_small_obstacle_between_a_free_stop_and_a_fast_arm_is_seen_on_the_way(
     """The braking path is judged, not only its ends: a ball it runs through refuses the step.
 
     Both ends (the proposed command and its stopping point) are far from
-    the ball, beyond the near-pair lookahead; the tip's braking path passes
+    the ball (more than 5 cm); the tip's braking path passes
     through it. (A fresh-seed sweep found the panda's wrist braking through
     such a ball at 2 rad/s: 8.5 mm inside a 10 mm margin, then in contact.)
     """

@@ -190,3 +190,64 @@ def test_the_background_compile_runs_without_coal(monkeypatch):
     monkeypatch.setitem(sys.modules, 'coal', None)   # `import coal` fails
     chain = CHAINS['iiwa14']
     compile_kernels(chain, 'analytic', chain.mid_limits(), TrackerConfig())
+
+
+WARMED_TICK = r"""
+import json, sys
+import numpy as np
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.shapes import checked_shape
+from ik_node.core.kernels import compile as compiled
+from ik_node.core.model.chain import Chain
+from ik_node.core.warm import compile_collision_kernels
+from ik_node.geometry import collision_model
+xml = open(sys.argv[1], encoding='utf-8').read()
+chain = Chain.from_urdf_string(xml, sys.argv[2], sys.argv[3])
+q = chain.mid_limits()
+compile_collision_kernels(chain, q)
+def signatures():
+    return {name: len(f.signatures) for name, f in vars(compiled.P).items()
+            if hasattr(f, 'signatures')}
+before = signatures()
+model, _ = collision_model(xml, chain, home=q)
+ball = np.eye(4)
+ball[:3, 3] = chain.forward(q)[:3, 3] + [0.0, 0.0, -0.12]
+model.set_obstacles({'ball': (checked_shape('sphere', (0.05,), ball, source='ball'),)})
+guard = CollisionGuard(model, 0.01)
+rng = np.random.default_rng(3)
+a = np.full(chain.n, 5.0)
+for _ in range(40):   # steps of every size near the ball: admitted, refused, slid
+    v = rng.uniform(-1.0, 1.0, chain.n)
+    q1 = q + 0.004 * v
+    if guard.admits(q, q1, v, a, chain.lower, chain.upper):
+        q = q1
+    else:
+        guard.slid_goal(q, q1)
+print(json.dumps({'before': before, 'after': signatures(), 'backend': model.backend}))
+"""
+
+
+def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
+    """Every collision kernel a guarded step calls was compiled by the node's warm-up.
+
+    In a fresh process (numba's per-process dispatchers): compile_collision_kernels
+    on one chain, then a guard's steps on a bundled arm's real model near a
+    ball; no kernel gains a signature (a compile inside a tick takes seconds).
+    """
+    pytest.importorskip('numba', reason='numba is not installed: nothing to compile')
+    pytest.importorskip('coal', reason='coal is not installed: no collision kernels')
+    import json
+    import os
+    import subprocess
+    path, base, tip = ARMS['iiwa14']
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2])] + [p for p in [env.get('PYTHONPATH')] if p])
+    out = subprocess.run([sys.executable, '-c', WARMED_TICK, str(path), base, tip],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report['backend'] == 'numba'
+    assert report['after'] == report['before']
+    for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_rates', 'braking_dip'):
+        assert report['before'][name] >= 1, name

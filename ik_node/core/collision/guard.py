@@ -40,18 +40,20 @@ brakes toward rest at the limits (the caller's braking step, which by the
 stopping-point rule keeps the margin). :attr:`blocked` names the pair and
 its distance until the steps have gone free for HOLD_REPORTED_FOR.
 
-Cost: free space costs almost nothing: the smallest distance found last
-(a lower bound between checks) minus the most any pair's distance can have
-changed since (``CollisionModel.point_speed`` m per rad times the joints'
-travel) is kept as a floor, and pairs are computed only once the
-floor drops below the margin.
+Cost: what a tick needs and no more. Each pair's last lower bound (its
+exact distance, or its bounding spheres' gap) is remembered with the
+joints where it held; less the most the pair's distance can have changed
+since (``CollisionModel.sweep`` times the joints' travel) it bounds the
+pair's distance now. Pairs are posed and computed only when a bound drops
+below what the step needs of them, and only those pairs get coal's exact
+distance: free space costs one compiled pass over the pairs.
 """
 
 from dataclasses import dataclass
 import math
 from typing import List, Optional, Tuple
 
-from ik_node.core.collision.model import CollisionModel, PairDistances
+from ik_node.core.collision.model import CollisionModel, known_floors, PairDistances
 import numpy as np
 import numpy.typing as npt
 
@@ -67,9 +69,6 @@ SLIDE_SWEEPS = 15
 ACTIVE_SLACK = 0.01
 # Distances compared with this slack (m): coal's GJK answers to ~1e-9.
 DISTANCE_TOL = 1e-8
-# Pairs computed out to the margin plus this (m) when the floor is low: the
-# floor of the next steps starts from there.
-LOOKAHEAD = 0.02
 # The braking path is judged in pieces of at most this much sweep (m: the
 # bound on how far a pair's distance can change over the piece), at most
 # MAX_PATH_PIECES of them.
@@ -110,7 +109,6 @@ class CollisionGuard:
         self.last_hold: Optional[Blocked] = None   # the newest hold, kept when free again
         self.holds = 0   # steps slid or braked since start
         self._free_for = 0.0   # s of free steps since the last hold
-        self._lipschitz = model.point_speed   # (n,) m per rad, any pair, any world
         self.generation = 0   # counts changes of the world, margin or pairs
         self.changed()
 
@@ -120,13 +118,12 @@ class CollisionGuard:
         Also done at the next step by itself when the model's pairs or world
         changed (``CollisionModel.revision``).
         """
-        self._floor_q: Optional[FloatArray] = None
-        self._floor = -math.inf
-        self._known: dict = {}   # recent configurations (bytes) -> their near pairs
+        self._known: dict = {}   # recent configurations (bytes) -> (need, their near pairs)
         pairs, n = len(self.model.pairs), self.model.chain.n
-        # Each pair's last exact distance (m; -inf: none) and where (P, n).
+        # Each pair's last lower bound (m; -inf: none) and where it held (P, n).
         self._pair_distance = np.full(pairs, -math.inf)
         self._pair_q = np.zeros((pairs, n))
+        self._floors = np.empty(pairs)   # scratch: what they leave at a configuration
         self._revision = self.model.revision
         self.generation += 1
 
@@ -137,46 +134,49 @@ class CollisionGuard:
 
     # -- distances --------------------------------------------------------------
 
-    def _near(self, q: FloatArray, sweep=None) -> Optional[PairDistances]:
-        """Return the pairs closer than margin + max(sweep, LOOKAHEAD) at q.
+    def _near(self, q: FloatArray, sweep: Optional[FloatArray] = None
+              ) -> Optional[PairDistances]:
+        """Return the pairs closer than margin + sweep at q (None: no pair is).
 
         ``sweep``: (P,) per checked pair (None: zeros), m: how much the pair's
         distance may shrink on the way judged from q (a pair that near may be
-        reached on it). None is returned when the floor says no pair is that
-        close. Pairs whose last exact distance, less what the way since can
-        have taken from it (``CollisionModel.sweep``), keeps them that far are
-        left out: which pairs are listed depends on what was computed
-        before, never a listed pair's distance nor whether one within the
-        margin is listed.
+        reached on it). Pairs whose remembered bound (module doc) keeps them
+        that far are left out: which pairs are listed depends on what was
+        computed before, never a listed pair's distance nor whether one
+        within the margin is listed.
         """
         if self._revision != self.model.revision:
             self.changed()
-        widest = 0.0 if sweep is None or not len(sweep) else float(np.max(sweep))
-        if self._floor_q is not None and math.isfinite(self._floor):
-            moved = float(self._lipschitz @ np.abs(q - self._floor_q))
-            if self._floor - moved >= self.margin + widest + DISTANCE_TOL:
-                return None
-        reach = self.margin + (LOOKAHEAD if sweep is None else np.maximum(sweep, LOOKAHEAD))
+        pairs = len(self._pair_distance)
+        need = np.full(pairs, self.margin) if sweep is None else self.margin + sweep
         key = q.tobytes()
-        known = self._known.get(key)
-        if known is not None and np.all(known[0] >= reach):
-            near = known[1]
-        else:
-            # Exact out to EXACT_REACH; beyond, the pair's bounding spheres.
-            near = self.model.distances(q, reach, self.margin + EXACT_REACH,
-                                        (self._pair_distance, self._pair_q))
-            self._remember(q, near)
-            if len(self._known) >= 4 and key not in self._known:
-                self._known.pop(next(iter(self._known)))
-            self._known[key] = (reach, near)
-        self._floor_q, self._floor = q.copy(), near.lowest
+        cached = self._known.get(key)
+        if cached is not None and np.all(cached[0] >= need):
+            return cached[1]
+        if self._clear(q, need):
+            return None
+        near = self.model.distances(q, need, self.margin + EXACT_REACH,
+                                    (self._pair_distance, self._pair_q))
+        better = near.floors > self._floors   # tighter at q than what was remembered
+        self._pair_distance[better] = near.floors[better]
+        self._pair_q[better] = q
+        if len(self._known) >= 4 and key not in self._known:
+            self._known.pop(next(iter(self._known)))
+        self._known[key] = (need, near)
         return near
 
-    def _remember(self, q: FloatArray, near: PairDistances) -> None:
-        """Keep the exact distances of ``near`` (computed at q) as each pair's last."""
-        pairs = near.pairs[near.exact]
-        self._pair_distance[pairs] = near.distance[near.exact]
-        self._pair_q[pairs] = q
+    def _clear(self, q: FloatArray, need: FloatArray) -> bool:
+        """Return True when every pair's remembered bound at q is at least ``need`` (P,), m.
+
+        Leaves those bounds in ``self._floors``.
+        """
+        kernels = self.model.kernels
+        if kernels.compiled:
+            return bool(kernels.proximity.known_floors(
+                np.ascontiguousarray(q, dtype=np.float64), self._pair_distance, self._pair_q,
+                self.model.sweep, need, self._floors))
+        self._floors[:] = known_floors(q, self._pair_distance, self._pair_q, self.model.sweep)
+        return bool(np.all(self._floors >= need))
 
     # -- the step ----------------------------------------------------------------
 

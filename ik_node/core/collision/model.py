@@ -92,6 +92,8 @@ class PairDistances:
         normal: (K, 3) unit normals from a toward b, base frame.
         exact: (K,) bool, the row is coal's exact distance (else a bound and
             the bounding spheres' witnesses).
+        floors: (P,) a lower bound of every checked pair's distance, m:
+            the exact distance where a row is exact.
         lowest: the smallest distance or bound over every checked pair, m
             (a bound when no pair is below the threshold).
 
@@ -103,6 +105,7 @@ class PairDistances:
     point_b: FloatArray
     normal: FloatArray
     exact: npt.NDArray[np.bool_]
+    floors: FloatArray
     lowest: float
 
 
@@ -413,31 +416,30 @@ class CollisionModel:
         threshold = _per_pair(threshold, count)
         exact = threshold if exact is None else _per_pair(exact, count)
         known_distance, known_at = (self._unknown, self._unknown_at) if known is None else known
+        floors = np.empty(count)
         if self._kernels.compiled:
             near, fine = np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
-            k, others = self._kernels.proximity.near_pairs(
+            k = self._kernels.proximity.near_pairs(
                 np.ascontiguousarray(q, dtype=np.float64), bound, known_distance, known_at,
-                self.sweep, threshold, exact, near, fine)
+                self.sweep, threshold, exact, near, fine, floors)
             near, fine = near[:k], fine[:k]
         else:
-            near, fine, others = self._near_pairs(q, bound, known_distance, known_at,
-                                                  threshold, exact)
+            near, fine = self._near_pairs(q, bound, known_distance, known_at, threshold, exact,
+                                          floors)
         if not len(near):   # free: the bounds are the answer (most queries of a tick)
             return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
-                                 float(others))
+                                 floors, float(floors.min()) if count else math.inf)
         dist, pa, pb, nrm = self._exact(near, fine, rot, pos, centres, bound)
-        return PairDistances(near, dist, pa, pb, nrm, fine, min(float(others), float(dist.min())))
+        floors[near[fine]] = dist[fine]
+        return PairDistances(near, dist, pa, pb, nrm, fine, floors,
+                             min(float(floors.min()), float(dist.min())))
 
-    def _near_pairs(self, q, bound, known_distance, known_at, threshold, exact
-                    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], float]:
+    def _near_pairs(self, q, bound, known_distance, known_at, threshold, exact, floor_out
+                    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Select the listed pairs with numpy (kernels.proximity.near_pairs compiled): alike."""
-        with np.errstate(invalid='ignore'):   # -inf - 0 * inf never: sweep is finite
-            lost = np.einsum('pn,pn->p', self.sweep, np.abs(q - known_at))
-        floor = np.maximum(bound, known_distance - lost)
-        listed = floor < threshold
-        near = np.flatnonzero(listed).astype(np.int64)
-        others = floor[~listed]
-        return near, bound[near] < exact[near], float(others.min()) if others.size else math.inf
+        floor_out[:] = np.maximum(bound, known_floors(q, known_distance, known_at, self.sweep))
+        near = np.flatnonzero(floor_out < threshold).astype(np.int64)
+        return near, bound[near] < exact[near]
 
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
@@ -669,3 +671,15 @@ def _per_pair(value, count: int) -> FloatArray:
     if isinstance(value, np.ndarray) and value.ndim == 1:
         return np.ascontiguousarray(value, dtype=np.float64)
     return np.full(count, float(value))
+
+
+def known_floors(q, known_distance: FloatArray, known_at: FloatArray,
+                 sweep: FloatArray) -> FloatArray:
+    """Return (P,) what distances known at other joints (``known_at`` (P, n)) leave at q, m.
+
+    ``known_distance`` (P,) m (-inf: none) less the sweep bound (``sweep``
+    (P, n) m per rad) of the way from there to q (n,): numpy's twin of
+    kernels.proximity.known_floor.
+    """
+    lost = np.einsum('pn,pn->p', sweep, np.abs(q - known_at))
+    return known_distance - lost

@@ -102,14 +102,14 @@ def posed_bounds(frames, frame_of, local, centre, radius, w_centre, w_radius, w_
             bound_out[p] = math.sqrt(dx * dx + dy * dy + dz * dz) - radius[a] - rb
 
 
-def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near_out, fine_out):
-    """Select the pairs a distance query lists; return (how many, lowest bound of the others).
+def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near_out, fine_out,
+               floor_out):
+    """Select the pairs a distance query lists; return how many.
 
     A pair's floor is the larger of its sphere bound and what a distance
     known at another configuration leaves of it: ``known_distance -
     sweep . |q - known_at|`` (the sweep bound of the way between). Pairs
-    whose floor is below their threshold are listed in order; the others'
-    lowest floor is returned (inf when every pair is listed).
+    whose floor is below their threshold are listed in order.
 
     Args:
         q: (n,) the joints, rad (m).
@@ -122,25 +122,41 @@ def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near
             the exact distance, m.
         near_out: (P,) int, written: the listed pairs, first ``count`` entries.
         fine_out: (P,) bool, written: the listed pair needs the exact distance.
+        floor_out: (P,) written: every pair's floor, m.
 
     """
     count = 0
-    lowest = math.inf
-    n = q.shape[0]
     for p in range(bound.shape[0]):
-        floor = bound[p]
-        if known_distance[p] > floor:
-            lost = 0.0
-            for i in range(n):
-                lost += sweep[p, i] * abs(q[i] - known_at[p, i])
-            floor = max(floor, known_distance[p] - lost)
+        floor = max(bound[p], known_floor(q, known_distance, known_at, sweep, p))
+        floor_out[p] = floor
         if floor < threshold[p]:
             near_out[count] = p
             fine_out[count] = bound[p] < exact[p]
             count += 1
-        elif floor < lowest:
-            lowest = floor
-    return count, lowest
+    return count
+
+
+def known_floors(q, known_distance, known_at, sweep, need, out):
+    """Write what known distances leave of each pair's at q (m, (P,)); return True if all >= need.
+
+    Args as near_pairs; need: (P,) m.
+    """
+    clear = True
+    for p in range(known_distance.shape[0]):
+        out[p] = known_floor(q, known_distance, known_at, sweep, p)
+        if out[p] < need[p]:
+            clear = False
+    return clear
+
+
+def known_floor(q, known_distance, known_at, sweep, p):
+    """Return pair p's known distance less its sweep bound over the way from there to q, m."""
+    value = known_distance[p]
+    if value == -math.inf:
+        return value
+    for i in range(q.shape[0]):
+        value -= sweep[p, i] * abs(q[i] - known_at[p, i])
+    return value
 
 
 def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a, point_b,
