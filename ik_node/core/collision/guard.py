@@ -119,6 +119,7 @@ class CollisionGuard:
         changed (``CollisionModel.revision``).
         """
         self._known: dict = {}   # recent configurations (bytes) -> (need, their near pairs)
+        self._last_gradients: Optional[Tuple[PairDistances, FloatArray]] = None
         pairs, n = len(self.model.pairs), self.model.chain.n
         # Each pair's last lower bound (m; -inf: none) and where it held (P, n).
         self._pair_distance = np.full(pairs, -math.inf)
@@ -205,8 +206,9 @@ class CollisionGuard:
         # sweep needs (the linearisation's error grows with the square of the
         # way it covers: 1.5 mm over 0.15 rad with one).
         states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
-        near = self._near(q1, self.model.sweep @ np.abs(stop - q1))
-        pieces = self._path_pieces(near, stop - q1)
+        sweep = self.model.sweep @ np.abs(stop - q1)   # (P,) m, each pair's, to the stop
+        near = self._near(q1, sweep)
+        pieces = self._path_pieces(near, sweep)
         if pieces > 1:
             states += self._braking_states(q1, v1, a_max, lower, upper, pieces)
         states.append((stop, None))
@@ -219,25 +221,23 @@ class CollisionGuard:
             low = near.distance
             if v is not None and np.any(v != 0.0):
                 low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
-            for row, p in enumerate(near.pairs):
-                d = float(low[row])
-                if d >= self.margin:
-                    continue
-                if d < min(now.get(int(p), self.margin), self.margin) - DISTANCE_TOL:
+            for row in np.flatnonzero(low < self.margin).tolist():
+                allowed = min(now.get(int(near.pairs[row]), self.margin), self.margin)
+                if float(low[row]) < allowed - DISTANCE_TOL:
                     self._refused = (config, near, row)
                     return False
         return True
 
-    def _path_pieces(self, near: Optional[PairDistances], travel: FloatArray) -> int:
+    def _path_pieces(self, near: Optional[PairDistances], sweep: FloatArray) -> int:
         """Return how many pieces the braking path is judged in: one per PATH_PIECE of sweep.
 
-        Counted over the pairs near q1 that the path's sweep (``travel`` (n,),
-        each joint's, to the stop) may bring inside the margin.
+        Counted over the pairs near q1 that the path's sweep (``sweep`` (P,),
+        each pair's, m, to the stop) may bring inside the margin.
         """
         if near is None or not near.pairs.size:
             return 1
-        sweep = self.model.sweep[near.pairs] @ np.abs(travel)
-        reachable = sweep[near.distance < self.margin + sweep]
+        reach = sweep[near.pairs]
+        reachable = reach[near.distance < self.margin + reach]
         if not reachable.size:
             return 1
         return int(min(MAX_PATH_PIECES, math.ceil(float(reachable.max()) / PATH_PIECE)))
@@ -272,7 +272,7 @@ class CollisionGuard:
         distance gradient g it is piecewise quadratic in t, and its minimum
         is at a stop time or at a vertex between two.
         """
-        grads = self.model.gradients(q1, near)
+        grads = self._gradients(q1, near)
         kernels = self.model.kernels
         if kernels.compiled:
             out = np.empty(len(grads))
@@ -280,6 +280,13 @@ class CollisionGuard:
                                           np.ascontiguousarray(a_max, dtype=np.float64), out)
             return out
         return linearised_braking_dip(grads, v1, a_max)
+
+    def _gradients(self, q: FloatArray, near: PairDistances) -> FloatArray:
+        """Return (K, n) the pairs' distance gradients at q (the last kept for a slide)."""
+        last = self._last_gradients
+        if last is None or last[0] is not near:
+            last = self._last_gradients = (near, self.model.gradients(q, near))
+        return last[1]
 
     @staticmethod
     def _pair_map(near: Optional[PairDistances]) -> dict:
@@ -296,7 +303,7 @@ class CollisionGuard:
         if not np.all(np.isfinite(goal)):
             return None
         config, near, row = self._refused
-        grads = self.model.gradients(config, near)
+        grads = self._gradients(config, near)
         # d(q + x) ~ d(config) + g (q + x - config) >= margin + clearance
         need = (self.margin + SLIDE_CLEARANCE - near.distance
                 - grads @ (q - config))
