@@ -31,8 +31,10 @@ points, as a joint_trajectory_controller plays it). What must hold:
 """
 
 
+import time
+
 from geometry_oracle import distance_interval, RobotSolids
-from hypothesis import given, HealthCheck, settings
+from hypothesis import event, given, HealthCheck, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
 import numpy as np
@@ -343,6 +345,75 @@ def test_a_pose_whose_nearest_solution_hits_an_obstacle_is_solved_free_elsewhere
         tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, free.q)))
         np.testing.assert_allclose(tip, pose, atol=1e-5)
         assert oracle_clearance(xml, chain, model, free.q, raw) >= MARGIN - 1e-6
+    finally:
+        model.set_obstacles({})
+
+
+def test_the_jacobian_answer_keeps_the_margin_by_moving_in_its_own_null_space(monkeypatch):
+    """The margin as a constraint of the Jacobian solver's answer: no restart from elsewhere.
+
+    The iiwa14's nearest solution puts its elbow into a ball; with the
+    seeded restarts switched off, the answer is moved in the null space of
+    the tip's Jacobian (the elbow swung off) and solved again: the pose by the
+    oracle's FK, the margin by the oracle's geometry, and nearer the
+    reference than the restarts' answer.
+    """
+    from ik_node.core.collision.free import FreeSolutions
+    chain, xml, model = arm_model('iiwa14')
+    raw = RawModel(xml)
+    q0 = np.array(HOME['iiwa14'])
+    pose = chain.forward(q0)
+    model.set_obstacles(ball_outside_the_elbow(raw, chain.base_link, 'iiwa14',
+                                               dict(zip(chain.joint_names, q0)), 0.06))
+    try:
+        solver = make_solver(chain, 'jacobian')
+        solver.warm_up(q0)
+        nearest = solver.solve(pose, q0)
+        assert nearest.success and oracle_clearance(xml, chain, model, nearest.q, raw) < 0.0
+        restarted = FreeSolutions(CollisionGuard(model, MARGIN), 1.0)._first_free_seeded(
+            solver, pose, q0, None, time.perf_counter())
+        monkeypatch.setattr(FreeSolutions, '_first_free_seeded', lambda *args: None)
+        free = FreeSolutions(CollisionGuard(model, MARGIN)).prefer_free(
+            solver, pose, q0, None, nearest)
+        assert free.success and free.in_collision == ''
+        tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, free.q)))
+        np.testing.assert_allclose(tip, pose, atol=1e-5)
+        assert oracle_clearance(xml, chain, model, free.q, raw) >= MARGIN - 1e-6
+        assert np.all((free.q >= chain.lower) & (free.q <= chain.upper))
+        if restarted is not None:
+            assert np.linalg.norm(free.q - q0) < np.linalg.norm(restarted - q0)
+    finally:
+        model.set_obstacles({})
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(offsets=st.lists(st.floats(-0.6, 0.6), min_size=7, max_size=7),
+       radius=st.floats(0.03, 0.09))
+def test_a_null_space_repair_reaches_the_pose_and_keeps_the_margin_or_gives_up(offsets, radius):
+    """Whatever answer the null-space repair gives reaches the pose and keeps the margin.
+
+    Random poses of the iiwa14 with a ball of random size on the outer side
+    of the elbow; the Jacobian solver's answer repaired (or None).
+    """
+    from ik_node.core.collision.free import FreeSolutions
+    chain, xml, model = arm_model('iiwa14')
+    raw = RawModel(xml)
+    q0 = np.clip(np.array(HOME['iiwa14']) + offsets, chain.lower, chain.upper)
+    pose = chain.forward(q0)
+    model.set_obstacles(ball_outside_the_elbow(raw, chain.base_link, 'iiwa14',
+                                               dict(zip(chain.joint_names, q0)), radius))
+    try:
+        solver = make_solver(chain, 'jacobian')
+        nearest = solver.solve(pose, q0)
+        assert nearest.success
+        repaired = FreeSolutions(CollisionGuard(model, MARGIN))._repaired(
+            solver, pose, nearest.q, None)
+        event(f'repaired: {repaired is not None}')
+        if repaired is not None:
+            tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, repaired)))
+            np.testing.assert_allclose(tip, pose, atol=1e-5)
+            assert oracle_clearance(xml, chain, model, repaired, raw) >= MARGIN - 1e-6
+            assert np.all((repaired >= chain.lower) & (repaired <= chain.upper))
     finally:
         model.set_obstacles({})
 

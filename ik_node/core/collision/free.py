@@ -21,10 +21,16 @@ brings a checked pair inside the collision margin, :class:`FreeSolutions`
 looks for others. A closed form with ``solve_batch`` gives every branch at
 BRANCH_SAMPLES values of its free parameter (the swivel angle, or q7 on an
 offset wrist); they are checked nearest the reference first (Euclidean in
-joint space), and the first free one is the answer. Another solver is asked
-again from other starting joints (the reference with one joint turned half
-a turn, then seeded random joints within the limits), and the successful,
-free answer nearest the reference is kept.
+joint space), and the first free one is the answer. For another solver (the
+Jacobian one) the margin is a constraint of its answer first: the answer is
+moved in the null space of the tip's Jacobian (the pose kept to first order)
+by the least motion that brings the pairs inside the margin out to it, then
+solved again from there, a few times (:meth:`FreeSolutions._repaired`): a
+redundant arm swings its elbow off an obstacle and stays in its own basin.
+When that finds nothing, the solver is asked again from other starting joints
+(the reference with one joint turned half a turn, then seeded random joints
+within the limits), and the successful, free answer nearest the reference is
+kept.
 When none is free the solver's answer stays, marked ``in_collision`` with
 the closest pair: the target is reachable, but in collision, and the guard
 stops the arm at the margin on its way there.
@@ -41,6 +47,7 @@ per search.
 
 import dataclasses
 import inspect
+import math
 import time as _time
 from typing import List, Optional, Tuple
 
@@ -64,6 +71,14 @@ MAX_CHECKS = 24
 # Wall-clock time the seeded solves of a search may take, s (a solve started
 # before runs to its end).
 SEARCH_BUDGET_S = 0.01
+# Steps of self-motion followed each way from a Jacobian answer inside the
+# margin, each solved again from where it ends.
+REPAIR_MOVES = 16
+# A step turns no joint more than this, rad (the null space is linearised).
+REPAIR_STEP = 0.2
+# Wall-clock time the self-motion may be followed, s (the seeded solves'
+# SEARCH_BUDGET_S starts after it).
+REPAIR_BUDGET_S = 0.02
 
 
 def closest_pair(guard: CollisionGuard, q: FloatArray) -> Optional[Tuple[str, str]]:
@@ -137,7 +152,10 @@ class FreeSolutions:
         if _branch_parameter(solver) is not None:
             best = self._nearest_free(self._branches(solver, pose), reference)
         else:
-            best = self._first_free_seeded(solver, pose, reference, pole, start)
+            best = self._repaired(solver, pose, res.q, pole, start + REPAIR_BUDGET_S)
+            if best is None:
+                best = self._first_free_seeded(solver, pose, reference, pole,
+                                               _time.perf_counter())
         if best is None:
             return dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
         pos, rot = pose_error(pose, self.guard.model.chain.forward(best))
@@ -169,6 +187,61 @@ class FreeSolutions:
                 return candidates[k]
         return None
 
+    def _repaired(self, solver: IKSolver, pose: FloatArray, q: FloatArray,
+                  pole: Optional[FloatArray], deadline: float = math.inf
+                  ) -> Optional[FloatArray]:
+        """Return joints (n,) on q's self-motion that reach pose and keep the margin, or None.
+
+        The first way: the null-space part of the gradients of the pairs
+        inside the margin (each weighted by how far inside it is); then the
+        opposite way. None for an arm without a null space, or when
+        ``deadline`` (time.perf_counter(), s) passes first.
+        """
+        guard = self.guard
+        if closest_pair(guard, q) is None:
+            return q
+        near = guard.model.distances(q, guard.margin)
+        inside = near.distance < guard.margin
+        grads = guard.model.gradients(q, near)[inside]
+        way = _null_part(self._null_space(q), grads.T @ (guard.margin - near.distance[inside]))
+        if way is None:
+            return None
+        for sign in (1.0, -1.0):
+            found = self._follow(solver, pose, q, sign * way, pole, deadline)
+            if found is not None:
+                return found
+        return None
+
+    def _follow(self, solver: IKSolver, pose: FloatArray, q: FloatArray, way: FloatArray,
+                pole: Optional[FloatArray], deadline: float) -> Optional[FloatArray]:
+        """Step along the self-motion from q, first along ``way`` (n,); return the first free q.
+
+        Each step turns the joints by REPAIR_STEP along the way (largest
+        joint), within the limits, and is solved again for pose; the way is
+        then carried into the null space where the step ended.
+        """
+        chain = self.guard.model.chain
+        for _ in range(REPAIR_MOVES):
+            if _time.perf_counter() > deadline:
+                return None
+            seed = np.clip(q + REPAIR_STEP * way, chain.lower, chain.upper)
+            again = solver.solve(pose, seed, pole=pole)
+            if not again.success:
+                return None
+            q = again.q
+            if closest_pair(self.guard, q) is None:
+                return q
+            carried = _null_part(self._null_space(q), way)
+            if carried is None:
+                return None
+            way = carried
+        return None
+
+    def _null_space(self, q: FloatArray) -> FloatArray:
+        """Return (n, n) the projector on the null space of the tip's Jacobian at q."""
+        jac = self.guard.model.chain.jacobian(q)
+        return np.eye(len(q)) - np.linalg.pinv(jac) @ jac
+
     def _first_free_seeded(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
                            pole: Optional[FloatArray], start: float) -> Optional[FloatArray]:
         """Solve from other starting joints; return the free answer nearest reference."""
@@ -195,6 +268,15 @@ class FreeSolutions:
         rng = np.random.default_rng(0)
         for _ in range(RANDOM_SEEDS):
             yield rng.uniform(lower, upper)
+
+
+def _null_part(null: FloatArray, vector: FloatArray) -> Optional[FloatArray]:
+    """Return ``null @ vector`` (n,) scaled to 1 on its largest joint, or None when ~0."""
+    part = null @ vector
+    largest = float(np.max(np.abs(part))) if part.size else 0.0
+    if not np.isfinite(largest) or largest < 1e-9 * max(1.0, float(np.max(np.abs(vector)))):
+        return None
+    return part / largest
 
 
 def _branch_parameter(solver: IKSolver) -> Optional[str]:
