@@ -380,13 +380,94 @@ def add_parser(subparsers):
     p.add_argument('--runs', type=int, default=3, help='seeded scenes per row (3)')
     p.add_argument('--node', action='store_true',
                    help='measure instead the rate ik_node keeps over DDS with 0 and 20 obstacles')
+    p.add_argument('--self-motion', action='store_true',
+                   help='measure instead how the Jacobian answer is freed along its self-motion')
     p.set_defaults(func=run)
+
+
+SELF_MOTION_POSES = 30
+
+
+def ball_at_the_elbow(chain, q, radius):
+    """Return {'ball': shapes}: a sphere whose surface passes through the iiwa14's elbow at q.
+
+    On the outer side (away from the shoulder-wrist line), so that another
+    swivel clears it. Shoulder, elbow, wrist: the frames of joints 2, 4, 6.
+    """
+    frames, _, _ = chain.frames(list(q))
+    s, e, w = (np.array(frames[j][9:12]) for j in (1, 3, 5))
+    axis = (w - s) / np.linalg.norm(w - s)
+    out = (e - s) - ((e - s) @ axis) * axis
+    pose = np.eye(4)
+    pose[:3, 3] = e + radius * out / np.linalg.norm(out)
+    return {'ball': (checked_shape('sphere', (radius,), pose, source='ball'),)}
+
+
+def self_motion_comparison(seed, count=SELF_MOTION_POSES):
+    """Free the Jacobian answer along its self-motion, and by restarts from elsewhere.
+
+    The iiwa14 with the Jacobian solver: ``count`` seeded poses within 0.6
+    rad of its home, each with a 3-9 cm ball at the elbow of the answer.
+    Returns the cases, how many each way freed, the self-motion's time (median,
+    largest, ms) and how often its answer was nearer the reference.
+    """
+    from ik_node.core.collision.free import closest_pair, FreeSolutions
+    chain, model = arm_and_model('iiwa14')
+    solver = make_solver(chain, 'jacobian')
+    home = np.array(HOME['iiwa14'])
+    solver.warm_up(home)
+    rng = np.random.default_rng(seed)
+    cases, walked, restarted, nearer, times = 0, 0, 0, 0, []
+    for _ in range(count):
+        q0 = np.clip(home + rng.uniform(-0.6, 0.6, chain.n), chain.lower, chain.upper)
+        pose = chain.forward(q0)
+        answer = solver.solve(pose, q0)
+        radius = float(rng.uniform(0.03, 0.09))
+        if not answer.success:
+            continue
+        model.set_obstacles(ball_at_the_elbow(chain, answer.q, radius))
+        guard = CollisionGuard(model, MARGIN)
+        if closest_pair(guard, answer.q) is None:
+            continue   # the answer keeps the margin already: nothing to free
+        free = FreeSolutions(guard, budget_s=1.0)
+        cases += 1
+        start = _time.perf_counter()
+        along = free.along_self_motion(solver, pose, answer.q, None)
+        times.append(_time.perf_counter() - start)
+        other = free.restarted(solver, pose, q0, None, _time.perf_counter())
+        walked += along is not None
+        restarted += other is not None
+        if along is not None and other is not None:
+            nearer += np.linalg.norm(along - q0) < np.linalg.norm(other - q0)
+    model.set_obstacles({})
+    return {'cases': cases, 'freed_by_self_motion': walked, 'freed_by_restarts': restarted,
+            'self_motion_nearer': nearer,
+            'self_motion_p50_ms': 1e3 * float(np.median(times)) if times else None,
+            'self_motion_max_ms': 1e3 * max(times, default=0.0)}
+
+
+def run_self_motion(args):
+    """Print self_motion_comparison's result (a table, or JSON)."""
+    result = self_motion_comparison(args.seed)
+    report = {'benchmark': 'collision --self-motion', 'seed': args.seed,
+              'machine': machine_info(), **result}
+    if args.json:
+        print_json(report)
+        return 0
+    print_title('collision --self-motion', f'seed {args.seed}', report['machine'])
+    print(f'the iiwa14, Jacobian solver: {SELF_MOTION_POSES} seeded poses, a 3-9 cm ball at the '
+          f"answer's elbow; restarts given 1 s")
+    keys = list(result)
+    print_table(keys, [[cell(result[k]) for k in keys]])
+    return 0
 
 
 def run(args):
     """Run the benchmark and print tables, or one JSON object with --json."""
     if args.node:
         return run_node(args)
+    if args.self_motion:
+        return run_self_motion(args)
     rng = np.random.default_rng(args.seed)
     rows, started = [], _time.perf_counter()
     for arm in args.arms:

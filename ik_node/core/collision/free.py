@@ -22,10 +22,11 @@ looks for others. A closed form with ``solve_batch`` gives every branch at
 BRANCH_SAMPLES values of its free parameter (the swivel angle, or q7 on an
 offset wrist); they are checked nearest the reference first (Euclidean in
 joint space), and the first free one is the answer. For another solver (the
-Jacobian one) the margin is a constraint of its answer first: the answer is
-moved in the null space of the tip's Jacobian (the pose kept to first order)
-by the least motion that brings the pairs inside the margin out to it, then
-solved again from there, a few times (:meth:`FreeSolutions._repaired`): a
+Jacobian one) the margin is a constraint of its answer first: from the
+answer, the arm's self-motion is followed (steps in the null space of the
+tip's Jacobian, the pose kept to first order, each solved again from where it
+ends), first the way that opens the pairs inside the margin, then the other
+way, until the margin is kept (:meth:`FreeSolutions.along_self_motion`): a
 redundant arm swings its elbow off an obstacle and stays in its own basin.
 When that finds nothing, the solver is asked again from other starting joints
 (the reference with one joint turned half a turn, then seeded random joints
@@ -39,9 +40,10 @@ The search runs once per pose (its outcome remembered while the pose and
 the world stay: a held arm's ticks at the same target do not search again).
 Its cost is bounded: a closed form's candidates are checked up to
 MAX_CHECKS of them (a count, so the answer does not depend on the machine's
-load: ~7 ms quiet on the 2-core test machine), and the seeded solves stop at
-``budget_s`` of wall-clock time (the Jacobian solver is bounded by time
-anyway). Both fit in the command lead. Seeds come from one fixed generator
+load: ~7 ms quiet on the 2-core test machine); the self-motion is followed
+for REPAIR_MOVES steps each way within REPAIR_BUDGET_S, and the seeded
+solves stop at ``budget_s`` of wall-clock time after it (the Jacobian solver
+is bounded by time anyway). Both fit in the command lead. Seeds come from one fixed generator
 per search.
 """
 
@@ -152,10 +154,9 @@ class FreeSolutions:
         if _branch_parameter(solver) is not None:
             best = self._nearest_free(self._branches(solver, pose), reference)
         else:
-            best = self._repaired(solver, pose, res.q, pole, start + REPAIR_BUDGET_S)
+            best = self.along_self_motion(solver, pose, res.q, pole, start + REPAIR_BUDGET_S)
             if best is None:
-                best = self._first_free_seeded(solver, pose, reference, pole,
-                                               _time.perf_counter())
+                best = self.restarted(solver, pose, reference, pole, _time.perf_counter())
         if best is None:
             return dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
         pos, rot = pose_error(pose, self.guard.model.chain.forward(best))
@@ -187,9 +188,9 @@ class FreeSolutions:
                 return candidates[k]
         return None
 
-    def _repaired(self, solver: IKSolver, pose: FloatArray, q: FloatArray,
-                  pole: Optional[FloatArray], deadline: float = math.inf
-                  ) -> Optional[FloatArray]:
+    def along_self_motion(self, solver: IKSolver, pose: FloatArray, q: FloatArray,
+                          pole: Optional[FloatArray], deadline: float = math.inf
+                          ) -> Optional[FloatArray]:
         """Return joints (n,) on q's self-motion that reach pose and keep the margin, or None.
 
         The first way: the null-space part of the gradients of the pairs
@@ -242,9 +243,13 @@ class FreeSolutions:
         jac = self.guard.model.chain.jacobian(q)
         return np.eye(len(q)) - np.linalg.pinv(jac) @ jac
 
-    def _first_free_seeded(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
-                           pole: Optional[FloatArray], start: float) -> Optional[FloatArray]:
-        """Solve from other starting joints; return the free answer nearest reference."""
+    def restarted(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
+                  pole: Optional[FloatArray], start: float) -> Optional[FloatArray]:
+        """Solve from other starting joints; return the free answer nearest reference.
+
+        The starts: the reference's half-turn flips, then seeded random joints;
+        until ``budget_s`` after ``start`` (time.perf_counter(), s).
+        """
         best, best_cost = None, np.inf
         for seed in self._seeds(reference):
             if _time.perf_counter() - start > self.budget_s:
