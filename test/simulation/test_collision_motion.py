@@ -445,6 +445,10 @@ def test_a_pose_inside_an_obstacle_is_reachable_but_in_collision_and_names_the_p
         guard.changed()
         free.prefer_free(solver, pose, q0, None, solver.solve(pose, q0))
         assert free.searches == 2
+        # The world set again on the model alone (nothing tells the guard): searched again.
+        model.set_obstacles(model.obstacles)
+        free.prefer_free(solver, pose, q0, None, solver.solve(pose, q0))
+        assert free.searches == 3
     finally:
         model.set_obstacles({})
 

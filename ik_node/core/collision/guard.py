@@ -109,7 +109,7 @@ class CollisionGuard:
         self.last_hold: Optional[Blocked] = None   # the newest hold, kept when free again
         self.holds = 0   # steps slid or braked since start
         self._free_for = 0.0   # s of free steps since the last hold
-        self.generation = 0   # counts changes of the world, margin or pairs
+        self._generation = 0   # counts changes of the world, margin or pairs
         self.changed()
 
     def changed(self) -> None:
@@ -126,7 +126,18 @@ class CollisionGuard:
         self._pair_q = np.zeros((pairs, n))
         self._floors = np.empty(pairs)   # scratch: what they leave at a configuration
         self._revision = self.model.revision
-        self.generation += 1
+        self._generation += 1
+
+    @property
+    def generation(self) -> int:
+        """Count the changes of the world, the margin or the pairs (what searches key on)."""
+        self._follow_model()
+        return self._generation
+
+    def _follow_model(self) -> None:
+        """Forget what is known when the model's pairs or world changed since it was learnt."""
+        if self._revision != self.model.revision:
+            self.changed()
 
     def set_margin(self, margin: float) -> None:
         """Use a new margin, m, from the next step on."""
@@ -146,8 +157,7 @@ class CollisionGuard:
         computed before, never a listed pair's distance nor whether one
         within the margin is listed.
         """
-        if self._revision != self.model.revision:
-            self.changed()
+        self._follow_model()
         pairs = len(self._pair_distance)
         need = np.full(pairs, self.margin) if sweep is None else self.margin + sweep
         key = q.tobytes()
