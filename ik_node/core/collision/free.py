@@ -43,8 +43,8 @@ MAX_CHECKS of them (a count, so the answer does not depend on the machine's
 load: ~7 ms quiet on the 2-core test machine); the self-motion is followed
 for REPAIR_MOVES steps each way within REPAIR_BUDGET_S, and the seeded
 solves stop at ``budget_s`` of wall-clock time after it (the Jacobian solver
-is bounded by time anyway). Both fit in the command lead. Seeds come from one fixed generator
-per search.
+is bounded by time anyway). All fit in the command lead. Seeds come from one
+fixed generator per search.
 """
 
 import dataclasses

@@ -409,7 +409,8 @@ class CollisionModel:
         none; (P, n) joints): less the sweep bound of the way from there, a
         lower bound at q; a pair it keeps at least the threshold away is
         left out. What is returned for a pair listed does not depend on
-        ``known``.
+        ``known``; the ``floors`` of the others (and ``lowest``) may be the
+        tighter for it.
         """
         rot, pos, bound, centres = self._broad_phase(q)
         count = len(bound)
