@@ -373,7 +373,8 @@ def test_the_jacobian_answer_keeps_the_margin_by_moving_in_its_own_null_space(mo
         restarted = FreeSolutions(CollisionGuard(model, MARGIN), 1.0).restarted(
             solver, pose, q0, None, time.perf_counter())
         monkeypatch.setattr(FreeSolutions, 'restarted', lambda *args: None)
-        free = FreeSolutions(CollisionGuard(model, MARGIN)).prefer_free(
+        # The walk's time, given as a loaded machine needs (its steps are counted too).
+        free = FreeSolutions(CollisionGuard(model, MARGIN), repair_budget_s=5.0).prefer_free(
             solver, pose, q0, None, nearest)
         assert free.success and free.in_collision == ''
         tip = raw.pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, free.q)))

@@ -102,10 +102,12 @@ class FreeSolutions:
 
     """
 
-    def __init__(self, guard: CollisionGuard, budget_s: float = SEARCH_BUDGET_S):
+    def __init__(self, guard: CollisionGuard, budget_s: float = SEARCH_BUDGET_S,
+                 repair_budget_s: float = REPAIR_BUDGET_S):
         """Nothing searched yet."""
         self.guard = guard
         self.budget_s = float(budget_s)
+        self.repair_budget_s = float(repair_budget_s)
         self.searches = 0   # searches run (an answer inside the margin)
         self._last: Optional[Tuple[tuple, IKResult]] = None
         self._searched: Optional[Tuple[tuple, IKResult]] = None
@@ -154,7 +156,7 @@ class FreeSolutions:
         if _branch_parameter(solver) is not None:
             best = self._nearest_free(self._branches(solver, pose), reference)
         else:
-            best = self.along_self_motion(solver, pose, res.q, pole, start + REPAIR_BUDGET_S)
+            best = self.along_self_motion(solver, pose, res.q, pole, start + self.repair_budget_s)
             if best is None:
                 best = self.restarted(solver, pose, reference, pole, _time.perf_counter())
         if best is None:
