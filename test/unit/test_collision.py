@@ -34,7 +34,7 @@ coal = pytest.importorskip('coal', reason='coal (PyPI: numpy >= 2; distro: ros-<
                                           'is not installed: collision is off without it')
 
 from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
-from ik_node.core.collision.model import CollisionModel, never_checked  # noqa: E402
+from ik_node.core.collision.model import CollisionModel, known_floors, never_checked  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape, CollisionError  # noqa: E402
 from ik_node.core.model.chain import Chain  # noqa: E402
 from ik_node.geometry import collision_model, link_tree, obstacle_from_dict  # noqa: E402
@@ -173,10 +173,18 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, 
         model.set_obstacles(world)
         twin.set_obstacles(world)
         then = model.distances(q_before, NEAR)
-        known = (np.full(len(model.pairs), -np.inf), np.tile(q_before, (len(model.pairs), 1)))
-        known[0][then.pairs] = then.distance
-        ours = model.distances(q, NEAR, exact, known)
-        theirs = twin.distances(q, NEAR, exact, known)
+        known = np.full(len(model.pairs), -np.inf)
+        known[then.pairs] = then.distance
+        # The oracle's own sum: what the distances at q_before leave at q.
+        floors = known - np.abs(q - q_before) @ model.sweep.T
+        at = np.tile(q_before, (len(known), 1))
+        compiled = np.empty(len(known))
+        model.kernels.proximity.known_floors(q, known, at, model.sweep, np.zeros(len(known)),
+                                             compiled)
+        assert np.allclose(compiled, floors, rtol=0.0, atol=1e-12)
+        assert np.allclose(known_floors(q, known, at, model.sweep), floors, rtol=0.0, atol=1e-12)
+        ours = model.distances(q, NEAR, exact, floors)
+        theirs = twin.distances(q, NEAR, exact, floors)
         fresh = model.distances(q, NEAR)   # nothing known: every pair is judged afresh
         assert np.allclose(model.gradients(q, ours), twin.gradients(q, ours),
                            rtol=0.0, atol=1e-12)
@@ -499,8 +507,6 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
     try:
         start = model.distances(q, math.inf)
         assert start.pairs.size == len(model.pairs)
-        # The guard's floor uses one bound for every pair, whatever the world.
-        assert np.all(model.sweep <= model.point_speed[None, :] * (1 + 1e-12))
         for s in np.linspace(0.1, 1.0, 10):
             there = model.distances(q + s * dq, math.inf)
             change = np.abs(there.distance - start.distance)

@@ -166,8 +166,8 @@ class CollisionGuard:
             return cached[1]
         if self._clear(q, need):
             return None
-        near = self.model.distances(q, need, self.margin + EXACT_REACH,
-                                    (self._pair_distance, self._pair_q))
+        # _clear left the remembered bounds at q in _floors: the model starts from them.
+        near = self.model.distances(q, need, self.margin + EXACT_REACH, self._floors)
         better = near.floors > self._floors   # tighter at q than what was remembered
         self._pair_distance[better] = near.floors[better]
         self._pair_q[better] = q

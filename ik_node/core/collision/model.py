@@ -152,10 +152,6 @@ class CollisionModel:
         self._to_free = np.zeros((len(self._axes), chain.n))
         self._to_free[np.arange(len(self._axes)), np.array(fk.driver, dtype=np.int64)] = fk.mult
         self._arms = self._shape_arms()
-        #: (n,) m per rad (m per m): a bound of every row of ``sweep``, whatever
-        #: the world: how much any checked pair's distance can change per unit
-        #: of each joint's travel.
-        self.point_speed = self._arms.max(axis=0, initial=0.0) @ np.abs(self._to_free)
         self._self_pairs = self._pairs_of_links()
         #: Counts changes of the pairs or the world (whatever holds distances
         #: of this model compares it: ``pairs`` and their distances changed).
@@ -243,7 +239,6 @@ class CollisionModel:
         self.sweep = self._sweep_matrix()
         # No distance known of any pair (distances' ``known`` when none is given).
         self._unknown = np.full(len(self.pairs), -math.inf)
-        self._unknown_at = np.zeros((len(self.pairs), self.chain.n))
         self.revision += 1
 
     def _shape_arms(self) -> FloatArray:
@@ -396,7 +391,7 @@ class CollisionModel:
                             - self._w_offset[wi] - all_r[self._pa[plane]])
         return bound, (ca, cb)
 
-    def distances(self, q, threshold, exact=None, known=None) -> PairDistances:
+    def distances(self, q, threshold, exact=None, floors=None) -> PairDistances:
         """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses.
 
         ``threshold`` and ``exact``: scalars or (P,) per checked pair. Pairs
@@ -404,43 +399,36 @@ class CollisionModel:
         threshold) get coal's exact distance; the others below the threshold
         get their bounding spheres' distance (a lower bound of the exact one)
         and the spheres' nearest points and normal, for far pairs judged
-        coarsely at a twentieth of the cost. ``known``: None, or each pair's
-        distance the caller computed before and where, ((P,) m, -inf for
-        none; (P, n) joints): less the sweep bound of the way from there, a
-        lower bound at q; a pair it keeps at least the threshold away is
-        left out. What is returned for a pair listed does not depend on
-        ``known``; the ``floors`` of the others (and ``lowest``) may be the
-        tighter for it.
+        coarsely at a twentieth of the cost. ``floors``: None, or (P,) a
+        lower bound of each pair's distance at q that the caller holds, m
+        (-inf: none; ``known_floors`` of distances computed elsewhere): a
+        pair it keeps at least the threshold away is left out. What is
+        returned for a pair listed does not depend on ``floors``; the
+        ``floors`` of the others (and ``lowest``) may be the tighter for it.
         """
         rot, pos, bound, centres = self._broad_phase(q)
         count = len(bound)
         threshold = _per_pair(threshold, count)
         exact = threshold if exact is None else _per_pair(exact, count)
-        known_distance, known_at = (self._unknown, self._unknown_at) if known is None else known
-        floors = np.empty(count)
+        known = self._unknown if floors is None else np.ascontiguousarray(floors,
+                                                                          dtype=np.float64)
+        floors_out = np.empty(count)
         if self._kernels.compiled:
             near, fine = np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
-            k = self._kernels.proximity.near_pairs(
-                np.ascontiguousarray(q, dtype=np.float64), bound, known_distance, known_at,
-                self.sweep, threshold, exact, near, fine, floors)
+            k = self._kernels.proximity.near_pairs(bound, known, threshold, exact, near, fine,
+                                                   floors_out)
             near, fine = near[:k], fine[:k]
         else:
-            near, fine = self._near_pairs(q, bound, known_distance, known_at, threshold, exact,
-                                          floors)
+            np.maximum(bound, known, out=floors_out)
+            near = np.flatnonzero(floors_out < threshold).astype(np.int64)
+            fine = bound[near] < exact[near]
         if not len(near):   # free: the bounds are the answer (most queries of a tick)
             return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
-                                 floors, float(floors.min()) if count else math.inf)
+                                 floors_out, float(floors_out.min()) if count else math.inf)
         dist, pa, pb, nrm = self._exact(near, fine, rot, pos, centres, bound)
-        floors[near[fine]] = dist[fine]
-        return PairDistances(near, dist, pa, pb, nrm, fine, floors,
-                             min(float(floors.min()), float(dist.min())))
-
-    def _near_pairs(self, q, bound, known_distance, known_at, threshold, exact, floor_out
-                    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-        """Select the listed pairs with numpy (kernels.proximity.near_pairs compiled): alike."""
-        floor_out[:] = np.maximum(bound, known_floors(q, known_distance, known_at, self.sweep))
-        near = np.flatnonzero(floor_out < threshold).astype(np.int64)
-        return near, bound[near] < exact[near]
+        floors_out[near[fine]] = dist[fine]
+        return PairDistances(near, dist, pa, pb, nrm, fine, floors_out,
+                             min(float(floors_out.min()), float(dist.min())))
 
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.

@@ -102,21 +102,16 @@ def posed_bounds(frames, frame_of, local, centre, radius, w_centre, w_radius, w_
             bound_out[p] = math.sqrt(dx * dx + dy * dy + dz * dz) - radius[a] - rb
 
 
-def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near_out, fine_out,
-               floor_out):
+def near_pairs(bound, known, threshold, exact, near_out, fine_out, floor_out):
     """Select the pairs a distance query lists; return how many.
 
-    A pair's floor is the larger of its sphere bound and what a distance
-    known at another configuration leaves of it: ``known_distance -
-    sweep . |q - known_at|`` (the sweep bound of the way between). Pairs
+    A pair's floor is the larger of its sphere bound and the lower bound the
+    caller holds (``known_floors`` of distances known elsewhere). Pairs
     whose floor is below their threshold are listed in order.
 
     Args:
-        q: (n,) the joints, rad (m).
         bound: (P,) each pair's sphere bound at q, m (posed_bounds).
-        known_distance: (P,) each pair's distance known before, m (-inf: none).
-        known_at: (P, n) the joints where it was known.
-        sweep: (P, n) the model's sweep matrix, m per rad.
+        known: (P,) each pair's lower bound held by the caller, m (-inf: none).
         threshold: (P,) list a pair whose floor is below this, m.
         exact: (P,) a listed pair whose sphere bound is below this needs
             the exact distance, m.
@@ -127,7 +122,7 @@ def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near
     """
     count = 0
     for p in range(bound.shape[0]):
-        floor = max(bound[p], known_floor(q, known_distance, known_at, sweep, p))
+        floor = max(bound[p], known[p])
         floor_out[p] = floor
         if floor < threshold[p]:
             near_out[count] = p
@@ -139,7 +134,14 @@ def near_pairs(q, bound, known_distance, known_at, sweep, threshold, exact, near
 def known_floors(q, known_distance, known_at, sweep, need, out):
     """Write what known distances leave of each pair's at q (m, (P,)); return True if all >= need.
 
-    Args as near_pairs; need: (P,) m.
+    Args:
+        q: (n,) the joints, rad (m).
+        known_distance: (P,) each pair's distance known before, m (-inf: none).
+        known_at: (P, n) the joints where it was known.
+        sweep: (P, n) the model's sweep matrix, m per rad.
+        need: (P,) m.
+        out: (P,) written: ``known_distance - sweep . |q - known_at|``, m.
+
     """
     clear = True
     for p in range(known_distance.shape[0]):
