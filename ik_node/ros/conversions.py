@@ -20,7 +20,8 @@ from typing import Callable, Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, Pose, PoseStamped, TwistStamped
 from ik_node.core.model.frames import FrameError, LinkFrames
-from ik_node.core.rotations import matrix_to_quaternion, MIN_QUAT_NORM, multiply
+from ik_node.core.rotations import matrix_to_quaternion, MIN_QUAT_NORM, multiply, \
+    quaternion_to_matrix
 import numpy as np
 from sensor_msgs.msg import JointState
 
@@ -61,6 +62,14 @@ def pose_msg(position, quaternion) -> Pose:
     pose.position.x, pose.position.y, pose.position.z = (float(v) for v in position)
     (pose.orientation.x, pose.orientation.y, pose.orientation.z,
      pose.orientation.w) = (float(v) for v in quaternion)
+    return pose
+
+
+def pose_matrix(position, quaternion) -> np.ndarray:
+    """Return the 4x4 pose of a position (3,) and a unit quaternion (x, y, z, w)."""
+    pose = np.eye(4)
+    pose[:3, :3] = quaternion_to_matrix(quaternion)
+    pose[:3, 3] = position
     return pose
 
 

@@ -37,6 +37,7 @@ import functools
 import gc
 import os
 import sys
+import time
 from typing import Dict, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -50,15 +51,16 @@ from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
-from ik_node.core.rotations import quaternion_to_matrix
 from ik_node.geometry import collision_model, read_obstacles_file, read_srdf_pairs
 from ik_node.ros import diagnostics
 from ik_node.ros.clock_watch import ClockWatch
 from ik_node.ros.collision import coal_available, CollisionSupport
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
-    matrix_to_pose, RejectedMessage
+    matrix_to_pose, pose_matrix, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
 from ik_node.ros.diagnostics import model_summary
+from ik_node.ros.handles import TargetHandles
+from ik_node.ros.marker_server import MarkerServer
 from ik_node.ros.outputs import ENCODERS, OUTPUTS
 from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
     FEEDBACK_PARAMETERS, FIXED_PARAMETERS, initial_positions, JERK_PARAMETERS, joint_order, \
@@ -67,19 +69,19 @@ from ik_node.ros.solvers import SolverSupply
 # StopRequest is also the entry's (ik_node.ros.entry: node.StopRequest).
 from ik_node.ros.spin import run, StopRequest
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
-import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException, \
     ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import InteractiveMarkerFeedback, Marker, MarkerArray
 
 # Diagnostics and markers are published at about these rates (Hz), below the
 # joint-state rate: they are for people and RViz. They are sent from the
@@ -92,6 +94,8 @@ STOP_TAIL_MAX_S = 5.0
 STARTUP_COMPILE_WAIT_S = 5.0
 DIAGNOSTICS_HZ = 2.0
 MARKERS_HZ = 5.0
+# The RViz handles follow the arm at this rate (only moves of 1 mm / 0.01 rad are sent).
+HANDLES_HZ = 20.0
 
 
 def _internal_error(exc: Exception) -> str:
@@ -109,14 +113,6 @@ def _failed_trigger(exc: Exception, request, response):
 def _refused_parameters(exc: Exception, params) -> SetParametersResult:
     """Verdict of a parameter callback that raised ``exc``: refused, old values kept."""
     return SetParametersResult(successful=False, reason=_internal_error(exc))
-
-
-def _pose(position, quaternion) -> np.ndarray:
-    """Return the 4x4 pose of a position (3,) and a unit quaternion (x, y, z, w)."""
-    pose = np.eye(4)
-    pose[:3, :3] = quaternion_to_matrix(quaternion)
-    pose[:3, 3] = position
-    return pose
 
 
 def position_array_warning(rate: float) -> str:
@@ -199,6 +195,11 @@ class IKNode(Node):
         self.create_subscription(MarkerArray, '~/obstacles', self._guarded(self._on_obstacles),
                                  QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
                                             reliability=ReliabilityPolicy.RELIABLE))
+        self.handle_gaps = SequenceGaps()
+        self.handles: Optional[TargetHandles] = None
+        if self.get_parameter('target_marker').value:
+            server = MarkerServer(self, '~/target_marker', self._guarded(self._on_handle))
+            self.handles = TargetHandles(server, self, time.monotonic)
         self._load_model_from_parameters()
         if self.chain is None:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -211,7 +212,8 @@ class IKNode(Node):
         # [period s, offset s, next due time (None: from the first tick), publisher].
         self._side_outputs = []
         for k, (hz, publish) in enumerate(((DIAGNOSTICS_HZ, self._publish_diagnostics),
-                                           (MARKERS_HZ, self._publish_markers))):
+                                           (MARKERS_HZ, self._publish_markers),
+                                           (HANDLES_HZ, self._refresh_handles))):
             self._side_outputs.append([1.0 / hz, k * 0.5 / hz, None, self._guarded(publish)])
         self.create_timer(self._period, self._guarded(self._tick))
         if self.output == 'position_array':
@@ -434,6 +436,8 @@ class IKNode(Node):
         for line in model_summary(chain, solver, self.get_parameter('solver').value, frames):
             self.get_logger().info(line)
         self._use_collision(text, chain, frames, q0, tracker)
+        if self.handles is not None:
+            self.handles.use_model()
         # Everything built so far lives as long as the node: keep it out of
         # the garbage collector's full passes (~40 ms each, measured).
         gc.freeze()
@@ -531,7 +535,7 @@ class IKNode(Node):
         now = self.get_clock().now()
         return now, (now.nanoseconds - self._epoch_ns) * 1e-9
 
-    def _resolver(self):
+    def resolver(self):
         """frame_id -> pose of that link in the base frame, at the current command."""
         return frames_at(self.frames, self.tracker.q)
 
@@ -541,14 +545,14 @@ class IKNode(Node):
             self.rejected['no_model'] += 1
             return
         try:
-            p, q = check_target(msg, self._resolver())
+            p, q = check_target(msg, self.resolver())
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'target rejected: {exc}', throttle_duration_sec=1.0)
             return
         self.targets_received += 1
         # Commands go out from the timer only: the stream is planned on its grid.
-        self.session.target(self._instant()[1], _pose(p, q))
+        self.session.target(self._instant()[1], pose_matrix(p, q))
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)
@@ -556,7 +560,7 @@ class IKNode(Node):
             self.rejected['no_model'] += 1
             return
         try:
-            pole = check_point(msg, self._resolver())
+            pole = check_point(msg, self.resolver())
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'pole rejected: {exc}', throttle_duration_sec=1.0)
@@ -570,7 +574,7 @@ class IKNode(Node):
             self.rejected['no_model'] += 1
             return
         try:
-            linear, angular, body = check_twist(msg, self._resolver(), self.chain.tip_link)
+            linear, angular, body = check_twist(msg, self.resolver(), self.chain.tip_link)
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1
             self.get_logger().warning(f'twist rejected: {exc}', throttle_duration_sec=1.0)
@@ -597,10 +601,40 @@ class IKNode(Node):
         if self.tracker is None:
             response.success, response.message = False, 'no robot model yet'
             return response
-        self.session.reset(self._instant()[1])
+        self.reset_motion()
         response.success = True
         response.message = 'moving back to the initial positions within the joint limits'
         return response
+
+    def reset_motion(self) -> None:
+        """Head back to the initial joints within the limits (~/reset, the handles' menu)."""
+        self.session.reset(self._instant()[1])
+
+    def _on_handle(self, msg: InteractiveMarkerFeedback, info):
+        """Take feedback from an RViz-like client of the handles (refusals counted, logged)."""
+        self.handle_gaps.note(info)
+        if self.tracker is None:
+            self.rejected['no_model'] += 1
+            return
+        refused = self.handles.on_feedback(msg)
+        if refused is not None:
+            self.get_logger().warning(
+                f'handle feedback refused ({refused}): marker {msg.marker_name!r}, '
+                f'event {msg.event_type}, frame {msg.header.frame_id!r}',
+                throttle_duration_sec=1.0)
+
+    def set_from_handle(self, name: str, value) -> Optional[str]:
+        """Set parameter ``name`` as the handles' menu asks; return why not, or None."""
+        result = self.set_parameters([Parameter(name, value=value)])[0]
+        if result.successful:
+            return None
+        self.get_logger().warning(f'menu: {name} := {value!r} refused: {result.reason}')
+        return 'marker_menu_refused'
+
+    def _refresh_handles(self) -> None:
+        """Let the RViz handles follow the arm, show reachability and the menu's state."""
+        if self.handles is not None:
+            self.handles.refresh()
 
     def begin_stop(self) -> float:
         """Stop planning (a stop was requested); return until when the node must keep sending (s).
@@ -642,6 +676,8 @@ class IKNode(Node):
         self.clock.see(now, self.session is not None)
         self.solvers.switch_when_compiled(self.session)
         if self.session is not None and not self._stopping:
+            if self.handles is not None:
+                self.handles.apply(now)   # the newest dragged target: once per tick
             tick = self.session.tick(now)
             if tick.resynced:
                 self.get_logger().warning(
@@ -720,6 +756,9 @@ class IKNode(Node):
         values['twists_received'] = str(self.twists_received)
         values['command_output'] = f'{self.output} on {self.command_topic}'
         values.update(diagnostics.feedback_values(self.feedback_topic, self.feedback, now))
+        if self.handles is not None:
+            values.update(self.handles.values())
+            values['handle_feedback_dropped_unread'] = str(self.handle_gaps.missing)
         values['targets_dropped_unread'] = str(self.target_gaps.missing)
         values['twists_dropped_unread'] = str(self.twist_gaps.missing)
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)

@@ -139,6 +139,8 @@ PARAMETERS: Tuple[Param, ...] = (
           "mesh) in frames the arm does not move; '' = none", fixed=True),
     Param('srdf_path', '', 'a MoveIt SRDF: its <disable_collisions> pairs are never checked; '
           "'' = none", fixed=True),
+    Param('target_marker', True, 'serve interactive markers on ~/target_marker: handles to '
+          'drag in RViz (the target at the tip, the elbow pole) and a menu', fixed=True),
 )
 
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
