@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from ik_node.bench import analytic, collision, controllers, corpus, events, feedback, flood, \
-    fuzz, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop
+    fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop
 
 
 def build_parser():
@@ -48,6 +48,7 @@ def build_parser():
     feedback.add_parser(sub)
     events.add_parser(sub)
     collision.add_parser(sub)
+    handles.add_parser(sub)
     return parser
 
 
