@@ -51,6 +51,7 @@ setup(
             'ik_node = ik_node.ros.entry:main',
             'ik_demo = ik_node.ros.demo:main',
             'ik_target = ik_node.ros.target_cli:main',
+            'ik_viewer = ik_node.ros.viewer:main',
         ],
     },
 )

@@ -16,7 +16,8 @@
 
 ik_node publishes joint_states itself, so no joint_state_publisher runs.
 Arguments: robot (iiwa14, panda, ur5e or xarm7: a file pair urdf/<robot>.urdf and
-config/<robot>.yaml), rviz (true/false), namespace, params_file (more
+config/<robot>.yaml), rviz (true/false), viewer (true/false: ik_viewer, the
+arm in a browser, instead of or beside RViz; needs viser), namespace, params_file (more
 ik_node parameters, applied after the robot's: e.g.
 config/ros2_control/ik_node_joint_trajectory.yaml to read the robot's joint
 states and command its ros2_control controller; then the robot's
@@ -69,8 +70,11 @@ def _robot_nodes(context):
     namespace = LaunchConfiguration('namespace').perform(context)
     rviz = IfCondition(LaunchConfiguration('rviz'))
     wanted = [('robot_state_publisher', 'robot_state_publisher'), ('ik_node', 'ik_node')]
+    viewer = IfCondition(LaunchConfiguration('viewer'))
     if rviz.evaluate(context):
         wanted.append(('rviz2', 'rviz2'))
+    if viewer.evaluate(context):
+        wanted.append(('ik_node', 'ik_viewer'))
     missing = _missing_executables(wanted)
     if missing:
         hint = ' (or launch with rviz:=false)' if 'rviz2/rviz2' in missing else ''
@@ -88,6 +92,9 @@ def _robot_nodes(context):
         Node(package='rviz2', executable='rviz2', namespace=namespace,
              arguments=['-d', os.path.join(share, 'rviz', 'ik_node.rviz')],
              condition=rviz, output='screen'),
+        Node(package='ik_node', executable='ik_viewer', namespace=namespace,
+             arguments=['--namespace', namespace] if namespace else [],
+             condition=viewer, output='screen'),
     ]
 
 
@@ -98,6 +105,8 @@ def generate_launch_description():
                               description='bundled robot: iiwa14 (SRS, analytic), panda, ur5e or '
                                           'xarm7'),
         DeclareLaunchArgument('rviz', default_value='true', description='start RViz'),
+        DeclareLaunchArgument('viewer', default_value='false',
+                              description='start ik_viewer (the arm in a browser; needs viser)'),
         DeclareLaunchArgument('namespace', default_value='', description='namespace'),
         DeclareLaunchArgument('params_file', default_value='',
                               description='more ik_node parameters (YAML), applied after '

@@ -86,6 +86,10 @@ class OutputDrain:
         for line in stream:
             self._lines.append(line)
 
+    def so_far(self):
+        """Return what was read until now (the process may still run)."""
+        return ''.join(self._lines)
+
     def text(self, timeout_s=5.0):
         """Return everything read; after the process exited, wait (bounded) for the end."""
         self._thread.join(timeout_s)

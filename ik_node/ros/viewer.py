@@ -1,0 +1,468 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``ik_viewer``: the arm in a browser, beside any ik_node (viser, an optional dependency).
+
+The viewer is its own rclpy node. It asks the ik_node (``--namespace``,
+``--node``) for its parameters over the standard parameter service: the
+description (``robot_description``, else ``urdf_path`` with
+``xacro_arguments``, else the ``robot_description`` topic), ``base_link``,
+``tip_link`` and ``feedback_topic``, and asks again every 2 s, so that a
+restarted node or a changed description is drawn anew. It draws:
+
+- the robot's ``<visual>`` shapes and meshes in their colours
+  (:mod:`ik_node.visuals`), posed by the arm's joint states (the node's
+  ``joint_states``, or its ``feedback_topic`` on a real arm);
+- the target and (on arms whose solver uses one) the elbow pole as gizmos
+  to drag: a drag publishes ``~/target_pose`` / ``~/pole_target`` of the
+  node (a teleoperation stream: smoothing and every limit apply there); a
+  gizmo nobody drags follows the tip; a closed browser mid-drag sends
+  nothing more, and the arm stops at the last target;
+- the planned path and the obstacles of the node's ``~/markers``;
+- a panel with what ``/diagnostics`` says (reachable or why not, solver,
+  solve time, collision) and each joint's speed against its limit.
+
+It prints the URL to open. Frames: everything is drawn in the chain's base
+frame (the scene's origin).
+"""
+
+import argparse
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PointStamped, PoseStamped
+from ik_node.core.collision.shapes import CollisionError
+from ik_node.core.rotations import matrix_to_quaternion, quaternion_to_matrix
+from ik_node.ros.conversions import matrix_to_pose, pose_to_matrix
+from ik_node.ros.handles import HandlePolicy, moved
+from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
+from ik_node.visuals import load_visual_mesh, read_visuals
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.parameter import parameter_value_to_python
+from rclpy.parameter_client import AsyncParameterClient
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback, Marker, MarkerArray
+
+FRAME_HZ = 30.0        # scene updates at most this often
+PANEL_HZ = 2.0
+ASK_EVERY_S = 2.0      # the node's parameters, again (a restart, a new description)
+# Asked in one request; xacro_arguments in its own (a string array the node
+# leaves unset by default, and one unset name empties the whole answer).
+PARAMETERS = ('robot_description', 'urdf_path', 'base_link', 'tip_link', 'feedback_topic')
+TARGET, POLE = '/target', '/pole'
+
+
+def wxyz(rotation: np.ndarray) -> tuple:
+    """Return viser's (w, x, y, z) of a rotation matrix (3, 3)."""
+    x, y, z, w = matrix_to_quaternion(rotation)
+    return (float(w), float(x), float(y), float(z))
+
+
+def rgb255(rgba) -> tuple:
+    """Return a colour (r, g, b) in 0-255 of rgba in [0, 1]."""
+    return tuple(int(round(255 * min(max(c, 0.0), 1.0))) for c in rgba[:3])
+
+
+class RobotModel:
+    """The description the node uses: chain, placed links, visuals (and why some are not)."""
+
+    def __init__(self, text: str, base: str, tip: str):
+        """Read ``text`` (a URDF); UrdfError / IKError on a bad one."""
+        self.text = text
+        self.chain = chain_from_urdf_string(text, base, tip)
+        self.frames = link_frames(text, self.chain)
+        self.visuals, self.skipped = read_visuals(text, self.frames)
+
+    def link_poses(self, q) -> Dict[str, np.ndarray]:
+        """Return each drawn link's pose (4, 4) in the base frame at joints q (n,)."""
+        return {link: self.frames.pose(link, q) for link in {v.link for v in self.visuals}}
+
+
+class BrowserScene:
+    """What the browser shows (viser): robot, gizmos, path, obstacles, panel.
+
+    Args:
+        server: a viser.ViserServer.
+        on_target: called with a dragged target pose (4, 4), base frame.
+        on_pole: called with a dragged pole point (3,), base frame.
+
+    """
+
+    def __init__(self, server, on_target, on_pole):
+        """Add the gizmos (hidden until a model) and the panel."""
+        self.server = server
+        self._on_target, self._on_pole = on_target, on_pole
+        self.drags = HandlePolicy((TARGET, POLE))
+        self.model: Optional[RobotModel] = None
+        self.frames_sent = 0
+        self._links: Dict[str, object] = {}
+        self._shown: Dict[str, np.ndarray] = {}
+        server.gui.configure_theme(dark_mode=True)
+        self.status = server.gui.add_markdown('waiting for ik_node ...')
+        self.speeds = server.gui.add_markdown('')
+        self.target = self._gizmo(TARGET, 0.2, rotations=True)
+        self.pole = self._gizmo(POLE, 0.12, rotations=False)
+        self.path = None
+        self._obstacles: Dict[int, object] = {}
+
+    def _gizmo(self, name: str, scale: float, rotations: bool):
+        handle = self.server.scene.add_transform_controls(name, scale=scale, visible=False,
+                                                          disable_rotations=not rotations)
+        handle.on_drag_start(lambda event: self._drag(name, Feedback.MOUSE_DOWN))
+        handle.on_drag_end(lambda event: self._drag(name, Feedback.MOUSE_UP))
+        handle.on_update(lambda event: self._moved(name, handle))
+        return handle
+
+    def _drag(self, name: str, event: int) -> None:
+        self.drags.admit(name, 'browser', event, time.monotonic())
+
+    def _moved(self, name: str, handle) -> None:
+        """Publish where a gizmo a browser moved is now."""
+        self.drags.admit(name, 'browser', Feedback.POSE_UPDATE, time.monotonic())
+        pose = np.eye(4)
+        w, x, y, z = handle.wxyz
+        pose[:3, :3] = quaternion_to_matrix(np.array([x, y, z, w], dtype=np.float64))
+        pose[:3, 3] = handle.position
+        self._shown[name] = pose
+        if not np.all(np.isfinite(pose)):
+            return
+        if name == TARGET:
+            self._on_target(pose)
+        else:
+            self._on_pole(pose[:3, 3].copy())
+
+    def show_robot(self, model: RobotModel) -> List[str]:
+        """Draw a (new) robot; return one line per visual left out."""
+        for handle in self._links.values():
+            handle.remove()
+        self._links.clear()
+        self._shown.clear()
+        skipped = list(model.skipped)
+        for k, visual in enumerate(model.visuals):
+            frame = self._links.get(visual.link)
+            if frame is None:
+                frame = self.server.scene.add_frame(f'/robot/{visual.link}', show_axes=False)
+                self._links[visual.link] = frame
+            try:
+                self._add_visual(f'/robot/{visual.link}/visual_{k}', visual)
+            except CollisionError as exc:
+                skipped.append(str(exc))
+        self.model = model
+        return skipped
+
+    def _add_visual(self, name: str, visual) -> None:
+        scene, colour = self.server.scene, rgb255(visual.rgba)
+        pose = {'wxyz': wxyz(visual.origin[:3, :3]), 'position': tuple(visual.origin[:3, 3])}
+        if visual.kind == 'box':
+            scene.add_box(name, colour, tuple(visual.size), **pose)
+        elif visual.kind == 'sphere':
+            scene.add_icosphere(name, visual.size[0], color=colour, **pose)
+        elif visual.kind == 'cylinder':
+            scene.add_cylinder(name, visual.size[0], visual.size[1], color=colour, **pose)
+        else:
+            vertices, faces = load_visual_mesh(visual)
+            scene.add_mesh_simple(name, vertices.astype(np.float32), faces.astype(np.uint32),
+                                  color=colour, **pose)
+
+    def pose_robot(self, q: np.ndarray, uses_pole: bool) -> None:
+        """Pose the links at joints q; gizmos nobody drags follow the tip and the elbow."""
+        model = self.model
+        if model is None:
+            return
+        with self.server.atomic():
+            for link, pose in model.link_poses(q).items():
+                frame = self._links[link]
+                frame.wxyz, frame.position = wxyz(pose[:3, :3]), tuple(pose[:3, 3])
+            now = time.monotonic()
+            tip = model.chain.forward(q)
+            self._follow(self.target, TARGET, tip, now)
+            elbow = np.eye(4)
+            if uses_pole and model.chain.n >= 4:
+                elbow[:3, 3] = model.chain.frames(q)[0][3][9:12]
+                self._follow(self.pole, POLE, elbow, now)
+            self.pole.visible = uses_pole
+        self.frames_sent += 1
+
+    def _follow(self, handle, name: str, pose: np.ndarray, now: float) -> None:
+        handle.visible = True
+        if self.drags.dragging(name, now):
+            return
+        shown = self._shown.get(name)
+        if shown is None or moved(shown, pose):
+            handle.wxyz, handle.position = wxyz(pose[:3, :3]), tuple(pose[:3, 3])
+            self._shown[name] = pose
+
+    def show_markers(self, msg: MarkerArray) -> None:
+        """Draw the planned path and the obstacles of the node's ~/markers."""
+        for marker in msg.markers:
+            if marker.ns == 'planned_path':
+                self._show_path(marker)
+            elif marker.ns == 'obstacles':
+                self._show_obstacle(marker)
+
+    def _show_path(self, marker: Marker) -> None:
+        if self.path is not None:
+            self.path.remove()
+            self.path = None
+        self._obstacles: Dict[int, object] = {}
+        points = np.array([[p.x, p.y, p.z] for p in marker.points], dtype=np.float32)
+        if marker.action == Marker.ADD and len(points) >= 2:
+            segments = np.stack([points[:-1], points[1:]], axis=1)
+            self.path = self.server.scene.add_line_segments('/planned_path', segments,
+                                                            colors=(0, 150, 255), line_width=3.0)
+
+    def _show_obstacle(self, marker: Marker) -> None:
+        if marker.action == Marker.DELETEALL:
+            for handle in self._obstacles.values():
+                handle.remove()
+            self._obstacles.clear()
+            return
+        name = f'/obstacles/{marker.id}'
+        old = self._obstacles.pop(marker.id, None)
+        if old is not None:
+            old.remove()
+        if marker.action != Marker.ADD:
+            return
+        pose = pose_to_matrix(marker.pose)
+        kw = {'wxyz': wxyz(pose[:3, :3]), 'position': tuple(pose[:3, 3]), 'opacity': 0.6}
+        colour = (200, 80, 80)
+        s = marker.scale
+        scene = self.server.scene
+        if marker.type == Marker.CUBE:
+            self._obstacles[marker.id] = scene.add_box(name, colour, (s.x, s.y, s.z), **kw)
+        elif marker.type == Marker.SPHERE:
+            self._obstacles[marker.id] = scene.add_icosphere(name, 0.5 * s.x, color=colour, **kw)
+        elif marker.type == Marker.CYLINDER:
+            self._obstacles[marker.id] = scene.add_cylinder(name, 0.5 * s.x, s.z, color=colour,
+                                                            **kw)
+
+    def show_status(self, values: Dict[str, str], message: str) -> None:
+        """Write what /diagnostics says in the panel."""
+        lines = [f'**{message}**', '',
+                 f"solver: {values.get('solver', '?')} ({values.get('backend', '?')}), "
+                 f"mode: {values.get('mode', '?')}",
+                 f"solve time: {values.get('solve_time_s', '?')} s "
+                 f"(p50 {values.get('solve_time_p50_s', '?')} s)",
+                 f"collision: {values.get('collision', values.get('closest_pair', 'off'))}"]
+        self.status.content = '  \n'.join(lines)
+
+    def show_speeds(self, names, velocity, limits) -> None:
+        """Write each joint's speed against its limit (rad/s or m/s) in the panel."""
+        rows = ['| joint | speed | limit |', '|---|---|---|']
+        for name, v, limit in zip(names, velocity, limits):
+            rows.append(f'| {name} | {abs(v):.3f} | {limit:.3f} |')
+        self.speeds.content = '\n'.join(rows)
+
+
+class ViewerNode(Node):
+    """The viewer's ROS side: the node's parameters, states, markers, diagnostics in; drags out.
+
+    Args:
+        scene_factory: called with (on_target, on_pole) to make the BrowserScene.
+        namespace: the ik_node's namespace ('' or '/ns').
+        node_name: the ik_node's name.
+
+    """
+
+    def __init__(self, scene_factory, namespace: str = '', node_name: str = 'ik_node'):
+        """Create the subscriptions, publishers, the parameter client and the timers."""
+        super().__init__('ik_viewer', namespace=namespace or '/')
+        prefix = f'{namespace.rstrip("/")}/{node_name}'
+        self.prefix, self.namespace_ = prefix, namespace.rstrip('/')
+        self.scene = scene_factory(self._publish_target, self._publish_pole)
+        self._lock = threading.Lock()
+        self._params = AsyncParameterClient(self, prefix)
+        self._asked = None
+        self._xacro_arguments = ()
+        self._described: Optional[str] = None
+        self.model: Optional[RobotModel] = None
+        self._q: Optional[np.ndarray] = None
+        self._velocity: Optional[np.ndarray] = None
+        self._fresh = False
+        self._states_sub = None
+        self._uses_pole = False
+        self.target_pub = self.create_publisher(PoseStamped, f'{prefix}/target_pose', 10)
+        self.pole_pub = self.create_publisher(PointStamped, f'{prefix}/pole_target', 10)
+        self.create_subscription(MarkerArray, f'{prefix}/markers', self._on_markers, 10)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(String, f'{self.namespace_}/robot_description',
+                                 self._on_description, latched)
+        self.create_timer(ASK_EVERY_S, self._ask)
+        self.create_timer(1.0 / FRAME_HZ, self._frame)
+        self._ask()
+
+    # -- the model ---------------------------------------------------------------------------
+
+    def _ask(self) -> None:
+        """Ask the node for its parameters (once its service is there; again every 2 s)."""
+        if self._asked is not None and not self._asked.done():
+            return
+        if not self._params.services_are_ready():
+            return
+        self._params.get_parameters(['xacro_arguments'], self._on_xacro_arguments)
+        self._asked = self._params.get_parameters(list(PARAMETERS), self._on_parameters)
+
+    def _on_xacro_arguments(self, future) -> None:
+        result = future.result()
+        if result is not None and len(result.values) == 1:
+            self._xacro_arguments = parameter_value_to_python(result.values[0]) or ()
+
+    def _on_parameters(self, future) -> None:
+        result = future.result()
+        if result is None or len(result.values) != len(PARAMETERS):
+            return
+        p = {name: parameter_value_to_python(v) for name, v in zip(PARAMETERS, result.values)}
+        text = p['robot_description'] or ''
+        if not text and p['urdf_path']:
+            try:
+                text = read_urdf_file(p['urdf_path'], self._xacro_arguments)
+            except Exception as exc:  # noqa: B902 - any unreadable file: say it, keep the old
+                self.get_logger().warning(f'cannot read {p["urdf_path"]}: {exc}',
+                                          throttle_duration_sec=10.0)
+                return
+        text = text or self._described or ''
+        self._use(text, p['base_link'], p['tip_link'], p['feedback_topic'] or '')
+
+    def _on_description(self, msg: String) -> None:
+        self._described = msg.data
+
+    def _use(self, text: str, base: str, tip: str, feedback_topic: str) -> None:
+        """Draw the description if it is new; follow the node's joint states."""
+        if not text or (self.model is not None and self.model.text == text
+                        and self.model.chain.base_link == base
+                        and self.model.chain.tip_link == tip):
+            return
+        try:
+            model = RobotModel(text, base, tip)
+        except Exception as exc:  # noqa: B902 - a bad description: say it, keep the old
+            self.get_logger().warning(f'cannot draw the description: {exc}',
+                                      throttle_duration_sec=10.0)
+            return
+        with self._lock:
+            for line in self.scene.show_robot(model):
+                self.get_logger().warning(f'not drawn: {line}')
+            self.model, self._q = model, None
+        topic = feedback_topic or f'{self.namespace_}/joint_states'
+        if self._states_sub is not None:
+            self.destroy_subscription(self._states_sub)
+        self._states_sub = self.create_subscription(JointState, topic, self._on_joints, 10)
+        self.get_logger().info(f'drawing {len(model.visuals)} visuals of '
+                               f'{model.chain.base_link} -> {model.chain.tip_link}; '
+                               f'joint states from {topic}')
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def _on_joints(self, msg: JointState) -> None:
+        model = self.model
+        if model is None:
+            return
+        index = {name: k for k, name in enumerate(msg.name)}
+        if not all(name in index for name in model.chain.joint_names):
+            return
+        q = np.array([msg.position[index[n]] for n in model.chain.joint_names])
+        if not np.all(np.isfinite(q)):
+            return
+        velocity = np.array([msg.velocity[index[n]] if len(msg.velocity) == len(msg.name)
+                             else 0.0 for n in model.chain.joint_names])
+        self._q, self._velocity, self._fresh = q, velocity, True
+
+    def _on_markers(self, msg: MarkerArray) -> None:
+        with self._lock:
+            self.scene.show_markers(msg)
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith('ik_node'):
+                values = {kv.key: kv.value for kv in status.values}
+                self._uses_pole = values.get('solver') == 'analytic'
+                with self._lock:
+                    self.scene.show_status(values, status.message)
+
+    def _frame(self) -> None:
+        """Push the newest joint state to the browser (at most FRAME_HZ)."""
+        if not self._fresh or self.model is None:
+            return
+        self._fresh = False
+        with self._lock:
+            self.scene.pose_robot(self._q, self._uses_pole)
+            if self.scene.frames_sent % int(FRAME_HZ / PANEL_HZ) == 0:
+                chain = self.model.chain
+                self.scene.show_speeds(chain.joint_names, self._velocity, chain.velocity)
+
+    # -- drags -------------------------------------------------------------------------------
+
+    def _publish_target(self, pose: np.ndarray) -> None:
+        model = self.model
+        if model is None:
+            return
+        msg = PoseStamped(pose=matrix_to_pose(pose))
+        msg.header.frame_id = model.chain.base_link
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.target_pub.publish(msg)
+
+    def _publish_pole(self, point: np.ndarray) -> None:
+        model = self.model
+        if model is None:
+            return
+        msg = PointStamped()
+        msg.header.frame_id = model.chain.base_link
+        msg.point.x, msg.point.y, msg.point.z = (float(v) for v in point)
+        self.pole_pub.publish(msg)
+
+
+def main(argv=None) -> int:
+    """Run the viewer until SIGINT; exit 1 with one line when viser is missing."""
+    parser = argparse.ArgumentParser(prog='ik_viewer', description=__doc__.splitlines()[0])
+    parser.add_argument('--namespace', default='', help="the ik_node's namespace ('' = none)")
+    parser.add_argument('--node', default='ik_node', help="the ik_node's name")
+    parser.add_argument('--host', default='0.0.0.0', help='address to serve on')
+    parser.add_argument('--port', type=int, default=8080, help='port to serve on')
+    args, ros_args = parser.parse_known_args(argv)
+    try:
+        import viser
+    except ImportError:
+        print('ik_viewer: cannot start: viser is not installed (pip install viser)',
+              file=sys.stderr)
+        return 1
+    rclpy.init(args=ros_args)
+    server = viser.ViserServer(host=args.host, port=args.port, verbose=False)
+    server.initial_camera.position = (1.8, 1.4, 1.3)
+    server.initial_camera.look_at = (0.0, 0.0, 0.5)
+    server.initial_camera.up = (0.0, 0.0, 1.0)
+    node = ViewerNode(lambda t, p: BrowserScene(server, t, p), args.namespace, args.node)
+    print(f'ik_viewer: open http://localhost:{server.get_port()} '
+          f'(ik_node {node.prefix})', flush=True)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        server.stop()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

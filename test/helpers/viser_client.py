@@ -1,0 +1,89 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""A client of a viser server speaking its browser client's wire protocol, for tests.
+
+From viser 1.1.1 (viser/infra/_infra.py, _messages.py): the websocket's
+subprotocol is ``viser-v<version>`` (another version is refused); the
+browser sends each message as a msgpack map with its class name in
+``type`` (a gizmo: ``TransformControlsDragStartMessage``, ``...UpdateMessage``
+with ``wxyz`` and ``position``, ``...DragEndMessage``; ``owner`` '' is the
+server's scene); the server sends windows of messages: 8 bytes of the
+msgpack's size, 8 of its zstd-compressed size, the compressed msgpack
+(``{'messages': [...]}``), then raw binary buffers (numpy arrays, left as
+placeholders here).
+"""
+
+import time
+
+import msgspec
+from websockets.sync.client import connect
+import zstandard
+
+
+def decode_window(frame: bytes):
+    """Return the messages (dicts with 'type') of one server frame."""
+    size = int.from_bytes(frame[0:8], 'little')
+    compressed = int.from_bytes(frame[8:16], 'little')
+    inner = zstandard.ZstdDecompressor().decompress(frame[16:16 + compressed],
+                                                    max_output_size=size)
+    return msgspec.msgpack.decode(inner)['messages']
+
+
+class ViserClient:
+    """One browser's connection to a viser server on localhost."""
+
+    def __init__(self, port: int, version: str):
+        """Connect as a browser of viser ``version`` does."""
+        self.ws = connect(f'ws://localhost:{port}', subprotocols=[f'viser-v{version}'],
+                          max_size=None)
+        self.messages = []
+
+    def receive(self, seconds: float):
+        """Take the server's messages for ``seconds``; return the ones received now."""
+        new = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                frame = self.ws.recv(timeout=max(0.01, end - time.monotonic()))
+            except TimeoutError:
+                break
+            if isinstance(frame, bytes):
+                new += decode_window(frame)
+        self.messages += new
+        return new
+
+    def newest(self, kind: str, name: str):
+        """Return the newest message of type ``kind`` for scene node ``name`` (None: none)."""
+        for message in reversed(self.messages):
+            if message.get('type') == kind and message.get('name') == name:
+                return message
+        return None
+
+    def send(self, kind: str, **fields) -> None:
+        """Send one message of type ``kind`` as the browser client does."""
+        self.ws.send(msgspec.msgpack.encode(dict(fields, type=kind, owner='')))
+
+    def drag(self, name: str, poses, gap_s: float = 0.03) -> None:
+        """Drag gizmo ``name`` through poses ((wxyz, position) pairs): start, updates, end."""
+        self.send('TransformControlsDragStartMessage', name=name)
+        for wxyz, position in poses:
+            self.send('TransformControlsUpdateMessage', name=name, wxyz=[float(v) for v in wxyz],
+                      position=[float(v) for v in position])
+            self.receive(gap_s)
+        self.send('TransformControlsDragEndMessage', name=name)
+
+    def close(self) -> None:
+        """Close the connection (as a closed browser tab does)."""
+        self.ws.close()

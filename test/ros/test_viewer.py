@@ -1,0 +1,196 @@
+# Copyright 2026 The ik_node Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""ik_viewer beside the node: drawn where FK says, gizmos move the arm, a real browser shows it.
+
+The node runs as a subprocess on the bundled iiwa14, the viewer as another
+(``python -m ik_node.ros.viewer``) on the same ROS domain. The browser's
+side is played twice: by viser_client (viser's own wire protocol, as its
+web client speaks it), and by Debian's Chromium, headless, on the page
+itself (skipped, saying so, where no chromium is installed; CI installs
+it). Poses are judged with the tests' own forward kinematics (oracle).
+"""
+
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+
+from models import ARMS
+from node_process import model_params, NodeUnderTest
+import numpy as np
+from oracle import forward, pose_errors, RawModel
+import pytest
+from ros_helpers import OutputDrain, wait_until
+
+viser = pytest.importorskip('viser', reason='viser is not installed: ik_viewer is optional')
+from viser_client import ViserClient  # noqa: E402 (needs viser's own dependencies)
+
+ARM = 'iiwa14'
+HOME = [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0]
+LINKS = ['iiwa_link_2', 'iiwa_link_3', 'iiwa_link_4', 'iiwa_link_5', 'iiwa_link_6']
+# The viewer's initial camera (ik_node.ros.viewer.main) and viser's default field of view.
+CAMERA, LOOK_AT, FOV_DEG = np.array([1.8, 1.4, 1.3]), np.array([0.0, 0.0, 0.5]), 75.0
+
+
+def free_port():
+    """Return a TCP port free on localhost now."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Viewer:
+    """ik_viewer as a subprocess on ``domain``, serving on a free port."""
+
+    def __init__(self, domain):
+        """Start it; its output is drained on a thread."""
+        self.port = free_port()
+        env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED='1')
+        self.proc = subprocess.Popen([sys.executable, '-m', 'ik_node.ros.viewer', '--port',
+                                      str(self.port)], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.drain = OutputDrain(self.proc.stdout)
+
+    def drawn(self, node, timeout_s=30.0):
+        """Wait until it says it draws the model."""
+        assert node.wait(lambda: 'drawing' in self.drain.so_far(), timeout_s), \
+            self.drain.so_far()
+
+    def stop(self):
+        """SIGINT, bounded; return the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=5)
+
+
+def start():
+    """Return (node, viewer, chain, raw): the iiwa14 at HOME and the viewer drawing it."""
+    path, base, tip = ARMS[ARM]
+    params = dict(model_params(ARM), initial_positions='[' + ', '.join(map(str, HOME)) + ']')
+    node = NodeUnderTest(params)
+    viewer = Viewer(node.domain)
+    from ik_node.core.model.chain import Chain
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    try:
+        node.ready(60.0)
+        viewer.drawn(node)
+    except BaseException:
+        viewer.stop()
+        node.stop()
+        raise
+    return node, viewer, chain, RawModel(path.read_text())
+
+
+def wxyz_of(rotation):
+    """Return (w, x, y, z) of a rotation matrix (transforms3d, not the code under test)."""
+    import transforms3d
+    return tuple(transforms3d.quaternions.mat2quat(rotation))
+
+
+def test_a_gizmo_dragged_in_viser_moves_the_arm_and_the_links_are_drawn_where_fk_puts_them():
+    node, viewer, chain, raw = start()
+    try:
+        client = ViserClient(viewer.port, viser.__version__)
+        client.receive(2.0)
+        goal = forward(chain, np.array([0.3, 0.8, -0.2, -0.9, 0.2, 0.9, 0.1]))
+        here = forward(chain, np.array(node.joints[-1].position))
+        steps = [(wxyz_of(goal[:3, :3]), tuple((1 - s) * here[:3, 3] + s * goal[:3, 3]))
+                 for s in np.linspace(0.2, 1.0, 5)]
+        client.drag('/target', steps)
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             goal)[0] < 1e-4, 30.0), node.joints[-1].position
+        assert all(np.all(np.array(m.position) >= chain.lower - 1e-9)
+                   and np.all(np.array(m.position) <= chain.upper + 1e-9) for m in node.joints)
+        node.spin(1.0)
+        client.receive(1.5)
+        values = dict(zip(node.joints[-1].name, node.joints[-1].position))
+        for link in LINKS:
+            drawn = client.newest('SetPositionMessage', f'/robot/{link}')
+            assert drawn is not None, link
+            truth = raw.pose(ARMS[ARM][1], link, values)[:3, 3]
+            assert np.linalg.norm(np.array(drawn['position']) - truth) < 2e-3, link
+        client.close()   # a browser closed: the viewer goes on, the node too
+        node.spin(1.0)
+        assert viewer.proc.poll() is None and node.proc.poll() is None
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        assert node.stop() == 0
+
+
+def project(point, width, height):
+    """Return the pixel (column, row) of a base-frame point seen by the viewer's camera."""
+    forward_axis = (LOOK_AT - CAMERA) / np.linalg.norm(LOOK_AT - CAMERA)
+    right = np.cross(forward_axis, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward_axis)
+    d = point - CAMERA
+    x, y, z = d @ right, d @ up, d @ forward_axis
+    f = 0.5 * height / math.tan(math.radians(FOV_DEG) / 2)
+    return int(round(width / 2 + f * x / z)), int(round(height / 2 - f * y / z))
+
+
+def test_chromium_shows_the_arm_where_fk_puts_its_links():
+    browser = shutil.which('chromium') or shutil.which('chromium-browser')
+    if browser is None:
+        pytest.skip('no chromium on this machine (Debian: apt-get install chromium); CI has it')
+    from PIL import Image
+    node, viewer, chain, raw = start()
+    try:
+        node.spin(1.0)
+        width, height = 900, 700
+        with tempfile.TemporaryDirectory() as folder:
+            shot = os.path.join(folder, 'viewer.png')
+            subprocess.run([browser, '--headless=new', '--no-sandbox', '--disable-gpu',
+                            '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
+                            f'--user-data-dir={folder}/profile', '--hide-scrollbars',
+                            f'--window-size={width},{height}', '--virtual-time-budget=20000',
+                            f'--screenshot={shot}', f'http://localhost:{viewer.port}'],
+                           check=True, timeout=120, capture_output=True)
+            image = np.asarray(Image.open(shot).convert('RGB'), dtype=float)
+        values = dict(zip(node.joints[-1].name, node.joints[-1].position))
+        background = np.median(image[:40, :40].reshape(-1, 3), axis=0)   # a corner: no arm
+        robot_seen = 0
+        for link in LINKS:
+            column, row = project(raw.pose(ARMS[ARM][1], link, values)[:3, 3], width, height)
+            patch = image[row - 2:row + 3, column - 2:column + 3].reshape(-1, 3)
+            if np.max(np.abs(np.median(patch, axis=0) - background)) > 40:
+                robot_seen += 1
+        assert robot_seen == len(LINKS), (robot_seen, background)
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        assert node.stop() == 0
+
+
+def test_the_viewer_draws_a_restarted_node():
+    node, viewer, chain, raw = start()
+    try:
+        node.stop()
+        node = NodeUnderTest(dict(model_params('ur5e')), domain=node.domain)
+        node.ready(60.0)
+        assert wait_until(lambda: 'of base_link -> tool0' in viewer.drain.so_far(), 30.0,
+                          lambda p: node.executor.spin_once(timeout_sec=p)), \
+            viewer.drain.so_far()
+        assert viewer.proc.poll() is None
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        node.stop()
