@@ -19,7 +19,8 @@ import argparse
 import sys
 
 from ik_node.bench import analytic, collision, controllers, corpus, events, feedback, flood, \
-    fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop
+    fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop, \
+    viewer
 
 
 def build_parser():
@@ -49,6 +50,7 @@ def build_parser():
     events.add_parser(sub)
     collision.add_parser(sub)
     handles.add_parser(sub)
+    viewer.add_parser(sub)
     return parser
 
 

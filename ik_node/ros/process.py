@@ -110,6 +110,7 @@ class NodeProcess:
         ROS_DOMAIN_ID set. The node gets SIGTERM (a clean stop) when this
         process dies without :meth:`close` (killed): it never runs on alone.
         """
+        self.domain = domain
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'ik_node.ros.entry', '--ros-args', *ros_args],
             env=dict(os.environ if env is None else env, ROS_DOMAIN_ID=str(domain)),

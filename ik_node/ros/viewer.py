@@ -116,6 +116,7 @@ class BrowserScene:
         self._links: Dict[str, object] = {}
         self._shown: Dict[str, np.ndarray] = {}
         server.gui.configure_theme(dark_mode=True)
+        server.scene.add_grid('/floor', width=2.0, height=2.0, cell_size=0.1)
         self.status = server.gui.add_markdown('waiting for ik_node ...')
         self.speeds = server.gui.add_markdown('')
         self.target = self._gizmo(TARGET, 0.2, rotations=True)
@@ -384,6 +385,8 @@ class ViewerNode(Node):
             return
         velocity = np.array([msg.velocity[index[n]] if len(msg.velocity) == len(msg.name)
                              else 0.0 for n in model.chain.joint_names])
+        if self._q is not None and np.array_equal(q, self._q) and not self._fresh:
+            return   # at rest: nothing new to draw
         self._q, self._velocity, self._fresh = q, velocity, True
 
     def _on_markers(self, msg: MarkerArray) -> None:

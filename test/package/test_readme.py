@@ -141,14 +141,14 @@ def test_quick_start_shell_session_runs_as_written(tmp_path):
                       'kill -0 $node_pid || exit 90; sleep 0.1; done']
         else:
             lines.append(cmd)
-    lines += ['for c in ik_node ik_target ik_bench ik_demo; do command -v $c; done',
+    lines += ['for c in ik_node ik_target ik_bench ik_demo ik_viewer; do command -v $c; done',
               'kill -INT $node_pid', 'wait $node_pid', 'echo "node exit $?"']
     result = run_bash('\n'.join(lines), clean_env(), ROOT, 300)
     log = node_log.read_text() if node_log.exists() else '(no node log)'
     assert result.returncode == 0, result.stdout + result.stderr + log
     assert 'node exit 0' in result.stdout
     # The console scripts come from the venv (not a stale install elsewhere).
-    for name in ('ik_node', 'ik_target', 'ik_bench', 'ik_demo'):
+    for name in ('ik_node', 'ik_target', 'ik_bench', 'ik_demo', 'ik_viewer'):
         assert str(ROOT / '.venv' / 'bin' / name) in result.stdout.splitlines()
     assert 'sent on /ik_node/target_pose' in result.stdout
     assert 'matrix_to_quaternion' in result.stdout  # the benchmark's table
@@ -362,7 +362,7 @@ def test_console_scripts_are_on_path_after_sourcing_the_env_script():
     if not (ROOT / '.venv' / 'bin' / 'python').exists():
         pytest.skip('no .venv: scripts/setup.sh (the README test command) creates it')
     names = console_scripts()
-    assert sorted(names) == ['ik_bench', 'ik_demo', 'ik_node', 'ik_target']
+    assert sorted(names) == ['ik_bench', 'ik_demo', 'ik_node', 'ik_target', 'ik_viewer']
     script = 'source scripts/env.sh && ' + ' && '.join(f'command -v {n}' for n in names)
     result = run_bash(script, clean_env(), ROOT, 120)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -152,6 +152,8 @@ def project(point, width, height):
 def test_chromium_shows_the_arm_where_fk_puts_its_links():
     browser = shutil.which('chromium') or shutil.which('chromium-browser')
     if browser is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail('CI installs chromium (.ci/run) and it is not there')
         pytest.skip('no chromium on this machine (Debian: apt-get install chromium); CI has it')
     from PIL import Image
     node, viewer, chain, raw = start()
@@ -176,6 +178,42 @@ def test_chromium_shows_the_arm_where_fk_puts_its_links():
             if np.max(np.abs(np.median(patch, axis=0) - background)) > 40:
                 robot_seen += 1
         assert robot_seen == len(LINKS), (robot_seen, background)
+        # Where FK puts nothing (a metre to the side, high up), the background.
+        column, row = project(np.array([0.0, -1.0, 1.4]), width, height)
+        patch = image[row - 2:row + 3, column - 2:column + 3].reshape(-1, 3)
+        assert np.max(np.abs(np.median(patch, axis=0) - background)) < 20
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        assert node.stop() == 0
+
+
+def test_a_browser_closed_mid_drag_leaves_the_arm_at_rest_and_the_viewer_running():
+    node, viewer, chain, raw = start()
+    try:
+        client = ViserClient(viewer.port, viser.__version__)
+        client.receive(1.0)
+        here = forward(chain, np.array(node.joints[-1].position))
+        client.send('TransformControlsDragStartMessage', name='/target')
+        for k in range(1, 6):
+            client.send('TransformControlsUpdateMessage', name='/target',
+                        wxyz=[float(v) for v in wxyz_of(here[:3, :3])],
+                        position=[float(here[0, 3]), float(here[1, 3] + 0.02 * k),
+                                  float(here[2, 3])])
+            client.receive(0.03)
+        client.close()   # no drag end: the tab is gone
+        assert node.wait(lambda: len(node.joints) > 2 and np.array_equal(
+            node.joints[-1].position, node.joints[-2].position)
+            and np.max(np.abs(node.joints[-1].velocity)) == 0.0, 30.0)
+        assert all(np.all(np.isfinite(m.position)) for m in node.joints)
+        # The gizmo is free again: a new browser drags it.
+        again = ViserClient(viewer.port, viser.__version__)
+        again.receive(1.0)
+        goal = forward(chain, np.array(HOME))
+        again.drag('/target', [(wxyz_of(goal[:3, :3]), tuple(goal[:3, 3]))])
+        assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
+                                             goal)[0] < 1e-4, 30.0)
+        again.close()
+        assert viewer.proc.poll() is None
     finally:
         assert viewer.stop() == 0, viewer.drain.text()
         assert node.stop() == 0
