@@ -93,7 +93,7 @@ def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
     return os.path.join(base_dir, uri)
 
 
-def _numbers(text: Optional[str], count: int, what: str) -> List[float]:
+def parse_numbers(text: Optional[str], count: int, what: str) -> List[float]:
     values = (text or '').split()
     try:
         numbers = [float(v) for v in values]
@@ -104,12 +104,12 @@ def _numbers(text: Optional[str], count: int, what: str) -> List[float]:
     return numbers
 
 
-def _origin(element, what: str) -> np.ndarray:
+def parse_origin(element, what: str) -> np.ndarray:
     pose = np.eye(4)
     origin = element.find('origin')
     if origin is not None:
-        xyz = _numbers(origin.get('xyz', '0 0 0'), 3, f'{what} origin xyz')
-        rpy = _numbers(origin.get('rpy', '0 0 0'), 3, f'{what} origin rpy')
+        xyz = parse_numbers(origin.get('xyz', '0 0 0'), 3, f'{what} origin xyz')
+        rpy = parse_numbers(origin.get('rpy', '0 0 0'), 3, f'{what} origin rpy')
         pose[:3, :3] = ypr_to_matrix(rpy[2], rpy[1], rpy[0])
         pose[:3, 3] = xyz
     return pose
@@ -120,19 +120,19 @@ def _collision_shape(element, what: str, resolve: MeshResolver) -> Shape:
     kinds = list(geometry) if geometry is not None else []
     if len(kinds) != 1:
         raise CollisionError(f'{what}: <geometry> must hold one shape')
-    g, pose = kinds[0], _origin(element, what)
+    g, pose = kinds[0], parse_origin(element, what)
     if g.tag == 'box':
-        return checked_shape('box', _numbers(g.get('size'), 3, f'{what} box size'), pose,
+        return checked_shape('box', parse_numbers(g.get('size'), 3, f'{what} box size'), pose,
                              source=what)
     if g.tag == 'sphere':
-        return checked_shape('sphere', _numbers(g.get('radius'), 1, f'{what} radius'), pose,
+        return checked_shape('sphere', parse_numbers(g.get('radius'), 1, f'{what} radius'), pose,
                              source=what)
     if g.tag == 'cylinder':
-        return checked_shape('cylinder', _numbers(g.get('radius'), 1, f'{what} radius')
-                             + _numbers(g.get('length'), 1, f'{what} length'), pose,
+        return checked_shape('cylinder', parse_numbers(g.get('radius'), 1, f'{what} radius')
+                             + parse_numbers(g.get('length'), 1, f'{what} length'), pose,
                              source=what)
     if g.tag == 'mesh':
-        scale = _numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale')
+        scale = parse_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale')
         path = resolve(g.get('filename', ''))
         return checked_shape('mesh', (), pose, load_mesh(path, scale, what), source=what)
     raise CollisionError(f'{what}: unknown geometry <{g.tag}> (box, cylinder, sphere, mesh)')

@@ -28,7 +28,8 @@ from typing import Dict, List, Tuple
 
 from ik_node.core.collision.shapes import CollisionError
 from ik_node.core.model.frames import LinkFrames
-from ik_node.geometry import _numbers, _origin, link_tree, MeshResolver, resolve_mesh_uri
+from ik_node.geometry import link_tree, MeshResolver, parse_numbers, parse_origin, \
+    resolve_mesh_uri
 import numpy as np
 
 GREY = (0.6, 0.6, 0.6, 1.0)
@@ -65,7 +66,7 @@ def _named_colours(root) -> Dict[str, Tuple[float, ...]]:
         colour = material.find('color')
         if colour is not None and material.get('name'):
             try:
-                named[material.get('name')] = tuple(_numbers(colour.get('rgba'), 4, 'rgba'))
+                named[material.get('name')] = tuple(parse_numbers(colour.get('rgba'), 4, 'rgba'))
             except CollisionError:
                 continue
     return named
@@ -79,7 +80,7 @@ def _colour(element, named) -> Tuple[float, ...]:
     colour = material.find('color')
     if colour is not None:
         try:
-            return tuple(_numbers(colour.get('rgba'), 4, 'rgba'))
+            return tuple(parse_numbers(colour.get('rgba'), 4, 'rgba'))
         except CollisionError:
             return GREY
     return named.get(material.get('name', ''), GREY)
@@ -118,19 +119,19 @@ def _visual(link: str, element, what: str, named, resolve: MeshResolver) -> Visu
     shapes = list(geometry) if geometry is not None else []
     if len(shapes) != 1:
         raise CollisionError(f'{what}: <geometry> must hold one shape')
-    g, origin, rgba = shapes[0], _origin(element, what), _colour(element, named)
+    g, origin, rgba = shapes[0], parse_origin(element, what), _colour(element, named)
     if g.tag == 'box':
-        return Visual(link, 'box', tuple(_numbers(g.get('size'), 3, f'{what} box size')),
+        return Visual(link, 'box', tuple(parse_numbers(g.get('size'), 3, f'{what} box size')),
                       origin, rgba)
     if g.tag == 'sphere':
-        return Visual(link, 'sphere', tuple(_numbers(g.get('radius'), 1, f'{what} radius')),
+        return Visual(link, 'sphere', tuple(parse_numbers(g.get('radius'), 1, f'{what} radius')),
                       origin, rgba)
     if g.tag == 'cylinder':
-        size = _numbers(g.get('radius'), 1, f'{what} radius') + \
-            _numbers(g.get('length'), 1, f'{what} length')
+        size = parse_numbers(g.get('radius'), 1, f'{what} radius') + \
+            parse_numbers(g.get('length'), 1, f'{what} length')
         return Visual(link, 'cylinder', tuple(size), origin, rgba)
     if g.tag == 'mesh':
-        scale = tuple(_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale'))
+        scale = tuple(parse_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale'))
         return Visual(link, 'mesh', (), origin, rgba, resolve(g.get('filename', '')), scale)
     raise CollisionError(f'{what}: unknown geometry <{g.tag}>')
 

@@ -30,7 +30,7 @@ import os
 import time
 
 from ik_node.bench.common import machine_info, print_json, print_table
-from ik_node.bench.node import _at_rest, _first, _path, Harness
+from ik_node.bench.node import at_rest, first_state, Harness, line_target
 from ik_node.bench.session import BASE
 from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
@@ -75,13 +75,13 @@ def latency(n):
         h.spin(1.0)
         for k in range(1, 2 * n + 1):
             way = 'drag' if k % 2 else 'target'
-            rest = _at_rest(h, 2.0)
+            rest = at_rest(h, 2.0)
             if rest is None:
                 continue
             h.received.clear()
-            pose = _path(h.chain, k)
+            pose = line_target(h.chain, k)
             sent = h.drag(pose) if way == 'drag' else h.send(pose)
-            lat = _first(h, lambda q: bool(np.any(q != rest)), sent, 0.5)
+            lat = first_state(h, lambda q: bool(np.any(q != rest)), sent, 0.5)
             if lat is not None:
                 samples[way].append(lat)
     finally:

@@ -157,13 +157,13 @@ class Harness(NodeProcess):
             np.arctan2(sin, (np.trace(r) - 1) / 2) <= 1e-5
 
 
-def _path(chain, k, step_m=5e-5):
+def line_target(chain, k, step_m=5e-5):
     pose = chain.forward(Q_START)
     pose[:3, 3] += np.array([0.6, 0.8, 0.0]) * step_m * k
     return pose
 
 
-def _first(h, test, since, timeout_s):
+def first_state(h, test, since, timeout_s):
     """Seconds from ``since`` to the first joint state received after it passing test(q)."""
     end = time.monotonic() + timeout_s
     checked = 0
@@ -179,10 +179,10 @@ def _first(h, test, since, timeout_s):
 
 def _first_reaching(h, pose, since, timeout_s):
     """Seconds from ``since`` to the first joint state reaching pose, or None."""
-    return _first(h, lambda q: h.reaches(q, pose), since, timeout_s)
+    return first_state(h, lambda q: h.reaches(q, pose), since, timeout_s)
 
 
-def _at_rest(h, timeout_s):
+def at_rest(h, timeout_s):
     """Wait until two consecutive joint states are equal; return that position (or None)."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -209,13 +209,13 @@ def latency(n):
     try:
         h.spin(1.0)
         for k in range(1, n + 1):
-            pose = _path(h.chain, k)
-            rest = _at_rest(h, 2.0)
+            pose = line_target(h.chain, k)
+            rest = at_rest(h, 2.0)
             if rest is None:
                 continue
             h.received.clear()
             sent = h.send(pose)
-            lat = _first(h, lambda q: bool(np.any(q != rest)), sent, 0.5)
+            lat = first_state(h, lambda q: bool(np.any(q != rest)), sent, 0.5)
             if lat is not None:
                 reaction.append(lat)
             lat = _first_reaching(h, pose, sent, 2.0)
@@ -244,7 +244,7 @@ def sustained(rates, seconds):
             for k in range(1, count + 1):
                 while time.perf_counter() < start + k * period:
                     h.executor.spin_once(timeout_sec=0.0)
-                last_pose = _path(h.chain, k)
+                last_pose = line_target(h.chain, k)
                 last_sent = h.send(last_pose)
             lat = _first_reaching(h, last_pose, last_sent, 5.0)
             answered = len(h.received) / max(count, 1)

@@ -127,17 +127,19 @@ class BrowserScene:
     def _gizmo(self, name: str, scale: float, rotations: bool):
         handle = self.server.scene.add_transform_controls(name, scale=scale, visible=False,
                                                           disable_rotations=not rotations)
-        handle.on_drag_start(lambda event: self._drag(name, Feedback.MOUSE_DOWN))
-        handle.on_drag_end(lambda event: self._drag(name, Feedback.MOUSE_UP))
-        handle.on_update(lambda event: self._moved(name, handle))
+
+        async def changed(event) -> None:   # async: on viser's loop, in the order sent
+            self._changed(name, handle, event.phase)
+        handle.on_update(changed)
         return handle
 
-    def _drag(self, name: str, event: int) -> None:
+    def _changed(self, name: str, handle, phase: str) -> None:
+        """Take a gizmo's drag start / move / end in a browser; publish where it moved."""
+        event = {'start': Feedback.MOUSE_DOWN, 'end': Feedback.MOUSE_UP}.get(
+            phase, Feedback.POSE_UPDATE)
         self.drags.admit(name, 'browser', event, time.monotonic())
-
-    def _moved(self, name: str, handle) -> None:
-        """Publish where a gizmo a browser moved is now."""
-        self.drags.admit(name, 'browser', Feedback.POSE_UPDATE, time.monotonic())
+        if event != Feedback.POSE_UPDATE:
+            return
         pose = np.eye(4)
         w, x, y, z = handle.wxyz
         pose[:3, :3] = quaternion_to_matrix(np.array([x, y, z, w], dtype=np.float64))
@@ -292,6 +294,7 @@ class ViewerNode(Node):
         self._lock = threading.Lock()
         self._params = AsyncParameterClient(self, prefix)
         self._asked = None
+        self._asked_at = 0.0
         self._xacro_arguments = ()
         self._described: Optional[str] = None
         self.model: Optional[RobotModel] = None
@@ -315,11 +318,17 @@ class ViewerNode(Node):
     # -- the model ---------------------------------------------------------------------------
 
     def _ask(self) -> None:
-        """Ask the node for its parameters (once its service is there; again every 2 s)."""
-        if self._asked is not None and not self._asked.done():
+        """Ask the node for its parameters (once its service is there; again every 2 s).
+
+        A request unanswered for ASK_EVERY_S (the node stopped under it) is
+        given up: a restarted node is asked anew.
+        """
+        if self._asked is not None and not self._asked.done() \
+                and time.monotonic() - self._asked_at < ASK_EVERY_S:
             return
         if not self._params.services_are_ready():
             return
+        self._asked_at = time.monotonic()
         self._params.get_parameters(['xacro_arguments'], self._on_xacro_arguments)
         self._asked = self._params.get_parameters(list(PARAMETERS), self._on_parameters)
 

@@ -34,11 +34,16 @@ PYTHON_KEYS = {
     'hypothesis': 'python3-hypothesis', 'urdf_parser_py': 'urdfdom_py',
     'transforms3d': 'python3-transforms3d', 'yaml': 'python3-yaml', 'lxml': 'python3-lxml',
     'catkin_pkg': 'python3-catkin-pkg', 'pytest': 'python3-pytest', 'scipy': 'python3-scipy',
+    'PIL': 'python3-pil',
 }
 # Optional peers of `ik_bench ik --compare`, imported only when installed
 # (importlib.util.find_spec guards them); not dependencies.
 # ik_bench's comparison peers (python-fcl: fcl).
-OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig', 'fcl'}
+# ik_viewer's viser (pip install viser; no rosdep key) and what it brings (trimesh
+# for meshes, websockets, msgspec and zstandard: its wire protocol, which the
+# viewer's tests and ik_bench viewer speak): the viewer is optional.
+OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig', 'fcl', 'viser', 'trimesh',
+            'websockets', 'msgspec', 'zstandard'}
 # Tools the tests run as programs, and packages they find by name (a description
 # with meshes), with the text that shows each is still used.
 TEST_TOOLS = {'python3-mypy': "'-m', 'mypy'", 'python3-colcon-common-extensions': "'colcon'",
