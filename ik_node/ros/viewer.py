@@ -287,9 +287,12 @@ class ViewerNode(Node):
 
     def __init__(self, scene_factory, namespace: str = '', node_name: str = 'ik_node'):
         """Create the subscriptions, publishers, the parameter client and the timers."""
+        # Absolute names: launch also puts this node in the namespace (__ns),
+        # and a relative name would be resolved in it a second time.
+        namespace = '/' + namespace.strip('/') if namespace.strip('/') else ''
         super().__init__('ik_viewer', namespace=namespace or '/')
-        prefix = f'{namespace.rstrip("/")}/{node_name}'
-        self.prefix, self.namespace_ = prefix, namespace.rstrip('/')
+        prefix = f'{namespace}/{node_name}'
+        self.prefix, self.namespace_ = prefix, namespace
         self.scene = scene_factory(self._publish_target, self._publish_pole)
         self._lock = threading.Lock()
         self._params = AsyncParameterClient(self, prefix)

@@ -200,7 +200,7 @@ def test_bad_feedback_is_refused_and_counted_and_a_flood_is_coalesced():
         assert node.stop() == 0
 
 
-def test_the_menu_switches_smoothing_and_resets_the_arm():
+def test_the_menu_switches_smoothing_and_the_solver_and_resets_the_arm():
     node, client, chain, base = start()
     try:
         marker = client.markers['target']
@@ -217,6 +217,19 @@ def test_the_menu_switches_smoothing_and_resets_the_arm():
         client.feedback('target', Feedback.MENU_SELECT, menu_entry_id=reset)
         assert node.wait(lambda: np.max(np.abs(latest_q(node) - HOME)) < 1e-4, 30.0)
         assert not within_limits(chain, node)
+        # The Jacobian solver uses no pole: its handle goes; back to analytic, it returns.
+        client.feedback('target', Feedback.MENU_SELECT, menu_entry_id=entry['[ ] jacobian'])
+        assert node.wait(lambda: running(client) and 'pole' not in client.markers
+                         and '[x] jacobian' in [e.title for e in
+                                                client.markers['target'].menu_entries], 10.0)
+        assert node.diagnostic('solver') == 'jacobian' or node.wait(
+            lambda: node.diagnostic('solver') == 'jacobian', 5.0)
+        client.feedback('target', Feedback.MENU_SELECT, menu_entry_id=entry['[ ] analytic'])
+        assert node.wait(lambda: running(client) and 'pole' in client.markers, 10.0)
+        # An entry the menu does not have is refused and counted.
+        client.feedback('target', Feedback.MENU_SELECT, menu_entry_id=999)
+        assert node.wait(lambda: node.diagnostic('handle_refused_marker_menu_unknown') == '1',
+                         10.0)
     finally:
         assert node.stop() == 0
 

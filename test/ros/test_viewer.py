@@ -58,12 +58,12 @@ def free_port():
 class Viewer:
     """ik_viewer as a subprocess on ``domain``, serving on a free port."""
 
-    def __init__(self, domain):
-        """Start it; its output is drained on a thread."""
+    def __init__(self, domain, args=()):
+        """Start it (more command-line ``args``); its output is drained on a thread."""
         self.port = free_port()
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED='1')
         self.proc = subprocess.Popen([sys.executable, '-m', 'ik_node.ros.viewer', '--port',
-                                      str(self.port)], env=env, stdout=subprocess.PIPE,
+                                      str(self.port), *args], env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.drain = OutputDrain(self.proc.stdout)
 
@@ -232,3 +232,21 @@ def test_the_viewer_draws_a_restarted_node():
     finally:
         assert viewer.stop() == 0, viewer.drain.text()
         node.stop()
+
+
+def test_a_namespaced_node_is_drawn_by_a_viewer_started_as_launch_starts_it():
+    """As launch starts it: --namespace, and its own node in that namespace (-r __ns:=)."""
+    path, base, tip = ARMS[ARM]
+    node = NodeUnderTest(dict(model_params(ARM)), namespace='/arm1')
+    viewer = Viewer(node.domain, ['--namespace', 'arm1', '--ros-args', '-r', '__ns:=/arm1'])
+    try:
+        node.ready(60.0)
+        viewer.drawn(node)
+        assert 'joint states from /arm1/joint_states' in viewer.drain.so_far()
+        client = ViserClient(viewer.port, viser.__version__)
+        assert node.wait(lambda: client.receive(0.05) is not None and client.newest(
+            'SetPositionMessage', '/robot/iiwa_link_4') is not None, 20.0)
+        client.close()
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        assert node.stop() == 0
