@@ -122,7 +122,8 @@ class BrowserScene:
         self.target = self._gizmo(TARGET, 0.2, rotations=True)
         self.pole = self._gizmo(POLE, 0.12, rotations=False)
         self.path = None
-        self._obstacles: Dict[int, object] = {}
+        self._path_points: Optional[np.ndarray] = None
+        self._obstacles: Dict[int, tuple] = {}   # id -> (what was drawn, handle)
 
     def _gizmo(self, name: str, scale: float, rotations: bool):
         handle = self.server.scene.add_transform_controls(name, scale=scale, visible=False,
@@ -214,48 +215,62 @@ class BrowserScene:
             self._shown[name] = pose
 
     def show_markers(self, msg: MarkerArray) -> None:
-        """Draw the planned path and the obstacles of the node's ~/markers."""
+        """Draw the planned path and the obstacles of the node's ~/markers (what changed)."""
+        wanted, cleared = {}, False
         for marker in msg.markers:
             if marker.ns == 'planned_path':
                 self._show_path(marker)
             elif marker.ns == 'obstacles':
-                self._show_obstacle(marker)
+                if marker.action == Marker.DELETEALL:
+                    wanted, cleared = {}, True
+                elif marker.action == Marker.ADD:
+                    wanted[marker.id] = marker
+                else:
+                    wanted.pop(marker.id, None)
+        if cleared or wanted:
+            self._show_obstacles(wanted, cleared)
 
     def _show_path(self, marker: Marker) -> None:
+        points = np.array([[p.x, p.y, p.z] for p in marker.points], dtype=np.float32)
+        if marker.action != Marker.ADD or len(points) < 2:
+            points = np.zeros((0, 3), dtype=np.float32)
+        if self._path_points is not None and np.array_equal(points, self._path_points):
+            return   # the node sends it at 5 Hz, mostly unchanged
+        self._path_points = points
         if self.path is not None:
             self.path.remove()
             self.path = None
-        self._obstacles: Dict[int, object] = {}
-        points = np.array([[p.x, p.y, p.z] for p in marker.points], dtype=np.float32)
-        if marker.action == Marker.ADD and len(points) >= 2:
+        if len(points) >= 2:
             segments = np.stack([points[:-1], points[1:]], axis=1)
             self.path = self.server.scene.add_line_segments('/planned_path', segments,
                                                             colors=(0, 150, 255), line_width=3.0)
 
-    def _show_obstacle(self, marker: Marker) -> None:
-        if marker.action == Marker.DELETEALL:
-            for handle in self._obstacles.values():
-                handle.remove()
-            self._obstacles.clear()
-            return
-        name = f'/obstacles/{marker.id}'
-        old = self._obstacles.pop(marker.id, None)
-        if old is not None:
-            old.remove()
-        if marker.action != Marker.ADD:
-            return
+    def _show_obstacles(self, wanted: Dict[int, Marker], cleared: bool) -> None:
+        """Add, replace or remove obstacles so that ``wanted`` (id -> marker) is drawn."""
+        keys = {k: (m.type, tuple(pose_to_matrix(m.pose).ravel()), m.scale.x, m.scale.y,
+                    m.scale.z) for k, m in wanted.items()}
+        for k in list(self._obstacles):
+            if (cleared and k not in wanted) or (k in keys and keys[k] != self._obstacles[k][0]):
+                self._obstacles.pop(k)[1].remove()
+        for k, marker in wanted.items():
+            if k not in self._obstacles:
+                handle = self._add_obstacle(marker)
+                if handle is not None:
+                    self._obstacles[k] = (keys[k], handle)
+
+    def _add_obstacle(self, marker: Marker):
+        """Return the scene handle of one obstacle marker (None: a type not drawn)."""
         pose = pose_to_matrix(marker.pose)
         kw = {'wxyz': wxyz(pose[:3, :3]), 'position': tuple(pose[:3, 3]), 'opacity': 0.6}
-        colour = (200, 80, 80)
-        s = marker.scale
-        scene = self.server.scene
+        name, colour, s, scene = f'/obstacles/{marker.id}', (200, 80, 80), marker.scale, \
+            self.server.scene
         if marker.type == Marker.CUBE:
-            self._obstacles[marker.id] = scene.add_box(name, colour, (s.x, s.y, s.z), **kw)
-        elif marker.type == Marker.SPHERE:
-            self._obstacles[marker.id] = scene.add_icosphere(name, 0.5 * s.x, color=colour, **kw)
-        elif marker.type == Marker.CYLINDER:
-            self._obstacles[marker.id] = scene.add_cylinder(name, 0.5 * s.x, s.z, color=colour,
-                                                            **kw)
+            return scene.add_box(name, colour, (s.x, s.y, s.z), **kw)
+        if marker.type == Marker.SPHERE:
+            return scene.add_icosphere(name, 0.5 * s.x, color=colour, **kw)
+        if marker.type == Marker.CYLINDER:
+            return scene.add_cylinder(name, 0.5 * s.x, s.z, color=colour, **kw)
+        return None
 
     def show_status(self, values: Dict[str, str], message: str) -> None:
         """Write what /diagnostics says in the panel."""

@@ -250,3 +250,49 @@ def test_a_namespaced_node_is_drawn_by_a_viewer_started_as_launch_starts_it():
     finally:
         assert viewer.stop() == 0, viewer.drain.text()
         assert node.stop() == 0
+
+
+def test_obstacles_added_and_removed_on_the_node_are_drawn_and_removed_once():
+    """The node re-sends its ~/markers at 5 Hz; the viewer draws what changed, once."""
+    from visualization_msgs.msg import Marker, MarkerArray
+    pytest.importorskip('coal', reason='coal is not installed: the node has no obstacles')
+    path, base, tip = ARMS[ARM]
+    params = dict(model_params(ARM), collision_checking='true',
+                  initial_positions='[' + ', '.join(map(str, HOME)) + ']')
+    node = NodeUnderTest(params)
+    viewer = Viewer(node.domain)
+    try:
+        node.ready(60.0)
+        viewer.drawn(node)
+        client = ViserClient(viewer.port, viser.__version__)
+        client.receive(1.0)
+        pub = node.client.create_publisher(MarkerArray, '/ik_node/obstacles', 10)
+        ball = Marker(ns='things', id=3, type=Marker.SPHERE, action=Marker.ADD)
+        ball.header.frame_id = base
+        ball.pose.position.x, ball.pose.position.y, ball.pose.position.z = 0.0, -0.6, 0.3
+        ball.pose.orientation.w = 1.0
+        ball.scale.x = ball.scale.y = ball.scale.z = 0.2
+        assert node.wait(lambda: pub.get_subscription_count() > 0, 10.0)
+        pub.publish(MarkerArray(markers=[ball]))
+
+        def created():
+            client.receive(0.05)
+            return [m for m in client.messages if m.get('type') == 'IcosphereMessage'
+                    and m.get('name', '').startswith('/obstacles/')]
+        assert node.wait(lambda: created(), 20.0)
+        drawn = created()[0]
+        node.spin(1.5)   # ~7 more ~/markers messages, the same obstacle in each
+        client.receive(0.5)
+        assert len(created()) == 1, 'an unchanged obstacle was drawn again'
+        assert drawn['props']['radius'] == pytest.approx(0.1)
+        where = client.newest('SetPositionMessage', drawn['name'])
+        assert np.allclose(where['position'], [0.0, -0.6, 0.3], atol=1e-6), where
+        ball.action = Marker.DELETE
+        pub.publish(MarkerArray(markers=[ball]))
+        assert node.wait(lambda: client.receive(0.05) is not None and any(
+            m.get('type') == 'RemoveSceneNodeMessage' and m.get('name') == drawn['name']
+            for m in client.messages), 20.0)
+        client.close()
+    finally:
+        assert viewer.stop() == 0, viewer.drain.text()
+        assert node.stop() == 0
