@@ -137,18 +137,38 @@ def _visual(link: str, element, what: str, named, resolve: MeshResolver) -> Visu
 
 
 def load_visual_mesh(visual: Visual) -> Tuple[np.ndarray, np.ndarray]:
-    """Return a mesh visual's (V, 3) vertices (scaled, m) and (F, 3) triangles (trimesh).
+    """Return a mesh visual's (V, 3) vertices (scaled, m) and (F, 3) triangles.
+
+    STL, OBJ, PLY: trimesh (viser's own mesh library); what it cannot read
+    without more packages (COLLADA .dae needs pycollada, which makers' visual
+    meshes often are): coal's assimp loader, which reads them as ROS tools do.
 
     Raises:
-        CollisionError: the file cannot be read as a mesh.
+        CollisionError: neither can read the file as a mesh.
 
     """
-    import trimesh
     try:
+        import trimesh
         mesh = trimesh.load(visual.path, force='mesh')
-    except Exception as exc:  # noqa: B902 - trimesh's loaders raise many kinds
-        raise CollisionError(f'{visual.link}: cannot load mesh {visual.path!r}: {exc}') from None
-    if len(mesh.faces) == 0:
+        vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.faces)
+    except Exception as first:  # noqa: B902 - trimesh's loaders raise many kinds
+        try:
+            vertices, faces = _assimp_mesh(visual.path)
+        except Exception:  # noqa: B902 - assimp's too
+            raise CollisionError(f'{visual.link}: cannot load mesh {visual.path!r}: '
+                                 f'{first}') from None
+    if len(faces) == 0:
         raise CollisionError(f'{visual.link}: mesh {visual.path!r} is empty')
-    return (np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(visual.scale),
-            np.asarray(mesh.faces, dtype=np.int64))
+    return (vertices.astype(np.float64) * np.asarray(visual.scale), faces.astype(np.int64))
+
+
+def _assimp_mesh(path: str) -> Tuple[np.ndarray, np.ndarray]:
+    """Return (vertices (V, 3), triangles (F, 3)) of a mesh file read by coal (assimp)."""
+    import coal
+    with open(path, 'rb') as handle:   # a missing file: OSError, not assimp's message
+        handle.read(1)
+    model = coal.MeshLoader().load(str(path), np.ones(3))
+    vertices = np.array(model.vertices(), dtype=np.float64).reshape(-1, 3)
+    faces = np.array([[t[0], t[1], t[2]] for t in
+                      (model.tri_indices(k) for k in range(model.num_tris))], dtype=np.int64)
+    return vertices, faces.reshape(-1, 3)

@@ -406,3 +406,24 @@ def test_the_bundled_xarm7_collides_with_ufactorys_meshes_where_ufactory_puts_th
             here = points @ ours[:3, :3].T + ours[:3, 3]
             there = points @ ufactory[:3, :3].T + ufactory[:3, 3]
             assert np.max(np.abs(here - there)) < 2e-5, link
+
+
+def test_its_visual_meshes_are_read_for_the_viewer():
+    """Its visuals are COLLADA files (trimesh alone needs pycollada): every one is read."""
+    pytest.importorskip('trimesh', reason='trimesh (a dependency of viser) reads the meshes')
+    from ik_node.visuals import load_visual_mesh, read_visuals
+    xml, chain, _ = panda()
+    visuals, skipped = read_visuals(xml, MODEL['frames'])
+    assert skipped == []
+    arm = [v for v in visuals if v.link.startswith('panda_link') and v.kind == 'mesh']
+    assert len(arm) >= 8 and all(v.path.endswith('.dae') for v in arm)
+    collision = collision_meshes(xml)
+    for visual in arm:
+        vertices, faces = load_visual_mesh(visual)
+        assert len(faces) > 100 and faces.max() < len(vertices)
+        # The visual mesh covers about what the link's collision mesh does.
+        extent = np.ptp(vertices, axis=0)
+        hull = collision.get(visual.link)
+        if hull is not None:
+            assert np.all(np.abs(extent - np.ptp(hull.reshape(-1, 3), axis=0)) < 0.05), \
+                (visual.link, extent)
