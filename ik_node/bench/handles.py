@@ -31,7 +31,7 @@ import time
 
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.node import at_rest, first_state, Harness, line_target
-from ik_node.bench.session import BASE
+from ik_node.bench.session import BASE, cpu_seconds
 from ik_node.ros.conversions import matrix_to_pose
 import numpy as np
 from rclpy.qos import QoSProfile
@@ -59,12 +59,6 @@ class HandleHarness(Harness):
         t = time.perf_counter()
         self.feedback.publish(msg)
         return t
-
-    def cpu_seconds(self) -> float:
-        """Return the node process's CPU time so far, user + system, s."""
-        with open(f'/proc/{self.proc.pid}/stat') as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def latency(n):
@@ -95,11 +89,11 @@ def flood(rate_hz, seconds):
     try:
         h.spin(1.0)
         start = h.chain.forward(np.array(h.received[-1][2]))
-        cpu0, t0 = h.cpu_seconds(), time.perf_counter()
+        cpu0, t0 = cpu_seconds(h.proc.pid), time.perf_counter()
         h.spin(seconds)
-        rest_cpu = (h.cpu_seconds() - cpu0) / (time.perf_counter() - t0)
+        rest_cpu = (cpu_seconds(h.proc.pid) - cpu0) / (time.perf_counter() - t0)
         sent, period = 0, 1.0 / rate_hz
-        cpu0, t0 = h.cpu_seconds(), time.perf_counter()
+        cpu0, t0 = cpu_seconds(h.proc.pid), time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             pose = start.copy()
             pose[1, 3] += 0.05 * np.sin(2 * np.pi * 0.5 * (time.perf_counter() - t0))
@@ -107,7 +101,7 @@ def flood(rate_hz, seconds):
             sent += 1
             h.spin(max(0.0, t0 + sent * period - time.perf_counter()))
         elapsed = time.perf_counter() - t0
-        flood_cpu = (h.cpu_seconds() - cpu0) / elapsed
+        flood_cpu = (cpu_seconds(h.proc.pid) - cpu0) / elapsed
         h.spin(1.0)
         taken = _diagnostic(h, 'handle_targets')
     finally:

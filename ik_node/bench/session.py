@@ -22,6 +22,7 @@ limits, the newest diagnostics, and the node process's resident memory.
 
 import array
 import collections
+import os
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -52,6 +53,13 @@ def iiwa_arguments(params: Dict[str, object]) -> List[str]:
     for key, value in params.items():
         args += ['-p', f'{key}:={value}']
     return args
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of process ``pid`` so far, user + system, s (Linux /proc)."""
+    with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def rss_kib(pid: int) -> Optional[int]:

@@ -31,17 +31,11 @@ import time
 
 from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.handles import HandleHarness
+from ik_node.bench.session import cpu_seconds
 from ik_node.core.warm import die_with_parent
 import numpy as np
 
 LINK = '/robot/iiwa_link_4'
-
-
-def cpu_seconds(pid: int) -> float:
-    """Return process ``pid``'s CPU time so far, user + system, s."""
-    with open(f'/proc/{pid}/stat') as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _windows(ws, seconds):
