@@ -105,12 +105,12 @@ class HandlePolicy:
         on with a drag, MOUSE_UP ends it.
         """
         if name not in self.names:
-            return self._refuse('marker_unknown')
+            return self.refuse('marker_unknown')
         if event not in EVENTS:
-            return self._refuse('marker_event_unknown')
+            return self.refuse('marker_event_unknown')
         owner = self._owner.get(name)
         if owner is not None and owner[0] != client and now - owner[1] < OTHER_CLIENT_S:
-            return self._refuse('marker_other_client')
+            return self.refuse('marker_other_client')
         self._owner[name] = (client, now)
         if event in (Feedback.MOUSE_DOWN, Feedback.POSE_UPDATE):
             self._drag[name] = (client, now)
@@ -120,7 +120,8 @@ class HandlePolicy:
             self._drag[name] = (client, now)
         return None
 
-    def _refuse(self, reason: str) -> str:
+    def refuse(self, reason: str) -> str:
+        """Count a refusal for ``reason``; return the reason."""
         self.counts[reason] += 1
         return reason
 
@@ -320,7 +321,7 @@ class TargetHandles:
                 value = check_point(PointStamped(header=msg.header, point=msg.pose.position),
                                     self._node.resolver())
         except RejectedMessage as exc:
-            return self.drags._refuse(f'marker_{exc.reason}')
+            return self.drags.refuse(f'marker_{exc.reason}')
         self.drags.offer(msg.marker_name, value)
         return None
 
@@ -349,7 +350,7 @@ class TargetHandles:
         for name, k in SOLVER_IDS.items():
             if entry == k:
                 return node.set_from_handle('solver', name)
-        return self.drags._refuse('marker_menu_unknown')
+        return self.drags.refuse('marker_menu_unknown')
 
     def values(self) -> Dict[str, str]:
         """Diagnostics: handle targets streamed, poses coalesced, feedback refused by reason."""

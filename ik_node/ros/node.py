@@ -25,7 +25,9 @@ tracker's status snapshot (:mod:`ik_node.ros.diagnostics`); the parameters
 are one table (:mod:`ik_node.ros.parameters`). ``~/target_pose``
 (geometry_msgs/PoseStamped) is validated (finite, quaternion not ~0,
 frame_id empty or the base link); ``~/pole_target`` sets the elbow pole;
-``~/reset`` (std_srvs/Trigger) heads back to the initial joints. A timer at
+``~/reset`` (std_srvs/Trigger) heads back to the initial joints;
+``~/target_marker`` serves the handles to drag in RViz
+(:mod:`ik_node.ros.handles`). A timer at
 ``publish_rate`` makes the session's tick and publishes its commands, then
 checks the newest target's reachability; side outputs (``/diagnostics``, ``~/markers``) go out
 from the same tick at their own rates, from one table.
