@@ -94,6 +94,7 @@ def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
 
 
 def parse_numbers(text: Optional[str], count: int, what: str) -> List[float]:
+    """Return ``count`` finite numbers of an attribute's text (CollisionError: not so)."""
     values = (text or '').split()
     try:
         numbers = [float(v) for v in values]
@@ -105,6 +106,7 @@ def parse_numbers(text: Optional[str], count: int, what: str) -> List[float]:
 
 
 def parse_origin(element, what: str) -> np.ndarray:
+    """Return the (4, 4) pose of an element's <origin> (identity when it has none)."""
     pose = np.eye(4)
     origin = element.find('origin')
     if origin is not None:

@@ -158,6 +158,7 @@ class Harness(NodeProcess):
 
 
 def line_target(chain, k, step_m=5e-5):
+    """Return the k-th target (4, 4) of a line from the start pose, step_m (m) apart."""
     pose = chain.forward(Q_START)
     pose[:3, 3] += np.array([0.6, 0.8, 0.0]) * step_m * k
     return pose
