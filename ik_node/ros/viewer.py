@@ -53,6 +53,7 @@ from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.visuals import load_visual_mesh, read_visuals
 import numpy as np
 import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
@@ -319,7 +320,8 @@ class ViewerNode(Node):
         self._q: Optional[np.ndarray] = None
         self._velocity: Optional[np.ndarray] = None
         self._fresh = False
-        self._states_sub = None
+        self._states_subs: Dict[str, object] = {}
+        self._states_topic = ''
         self._uses_pole = False
         self.target_pub = self.create_publisher(PoseStamped, f'{prefix}/target_pose', 10)
         self.pole_pub = self.create_publisher(PointStamped, f'{prefix}/pole_target', 10)
@@ -391,18 +393,21 @@ class ViewerNode(Node):
                 self.get_logger().warning(f'not drawn: {line}')
             self.model, self._q = model, None
         topic = feedback_topic or f'{self.namespace_}/joint_states'
-        if self._states_sub is not None:
-            self.destroy_subscription(self._states_sub)
-        self._states_sub = self.create_subscription(JointState, topic, self._on_joints, 10)
+        # One subscription per topic, never destroyed: destroying one the
+        # executor holds in its wait set made its next take raise (seen in CI).
+        if topic not in self._states_subs:
+            self._states_subs[topic] = self.create_subscription(
+                JointState, topic, lambda msg, t=topic: self._on_joints(msg, t), 10)
+        self._states_topic = topic
         self.get_logger().info(f'drawing {len(model.visuals)} visuals of '
                                f'{model.chain.base_link} -> {model.chain.tip_link}; '
                                f'joint states from {topic}')
 
     # -- inputs ------------------------------------------------------------------------------
 
-    def _on_joints(self, msg: JointState) -> None:
+    def _on_joints(self, msg: JointState, topic: str) -> None:
         model = self.model
-        if model is None:
+        if model is None or topic != self._states_topic:
             return
         index = {name: k for k, name in enumerate(msg.name)}
         if not all(name in index for name in model.chain.joint_names):
@@ -460,6 +465,26 @@ class ViewerNode(Node):
         self.pole_pub.publish(msg)
 
 
+def spin(node: Node) -> None:
+    """Spin until shut down; an error inside the executor is logged (throttled), not fatal.
+
+    Under load rclpy's take sometimes fails to convert a message it took
+    ("Unable to convert call argument '0' to Python object"; seen in this
+    viewer's tests, and in joint_state_publisher: ros/joint_state_publisher
+    #117): that message is lost, the viewer draws the next one.
+    """
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    while rclpy.ok():
+        try:
+            executor.spin_once(timeout_sec=0.1)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            raise
+        except Exception as exc:  # noqa: B902 - the viewer serves on; it commands nothing
+            node.get_logger().warning(f'a message was lost in rclpy ({type(exc).__name__}: '
+                                      f'{exc}); going on', throttle_duration_sec=5.0)
+
+
 def main(argv=None) -> int:
     """Run the viewer until SIGINT; exit 1 with one line when viser is missing."""
     parser = argparse.ArgumentParser(prog='ik_viewer', description=__doc__.splitlines()[0])
@@ -483,8 +508,8 @@ def main(argv=None) -> int:
     print(f'ik_viewer: open http://localhost:{server.get_port()} '
           f'(ik_node {node.prefix})', flush=True)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         server.stop()
