@@ -20,6 +20,7 @@ Expected values are read from the description text with lxml here (its
 
 import math
 
+from geometry_oracle import read_stl
 from ik_node.core.model.chain import Chain
 from ik_node.urdf import link_frames
 from ik_node.visuals import GREY, load_visual_mesh, read_visuals
@@ -90,3 +91,20 @@ def test_primitives_inline_colours_and_a_missing_mesh_left_out_with_one_line():
     with pytest.raises(Exception) as failure:
         load_visual_mesh(visuals[1])
     assert 'mesh.stl' in str(failure.value)
+
+
+def test_the_bundled_pandas_visual_meshes_are_frankas_and_sit_on_its_collision_meshes():
+    """Franka's visual .dae files are read (assimp) and cover what its collision STLs do."""
+    path, base, tip = ARMS['panda']
+    xml = path.read_text()
+    chain = Chain.from_urdf_file(str(path), base, tip)
+    visuals, skipped = read_visuals(xml, link_frames(xml, chain))
+    assert skipped == [] and len(visuals) == 8
+    for visual in visuals:
+        assert visual.path.endswith(f'meshes/panda/visual/{visual.link[len("panda_"):]}.dae')
+        vertices, faces = load_visual_mesh(visual)
+        assert len(faces) > 5000   # the detailed meshes, not the hulls
+        triangles = read_stl(visual.path.replace('/visual/', '/collision/')
+                             .replace('.dae', '.stl')).reshape(-1, 3)
+        assert np.allclose(vertices.min(axis=0), triangles.min(axis=0), atol=0.01), visual.link
+        assert np.allclose(vertices.max(axis=0), triangles.max(axis=0), atol=0.01), visual.link
