@@ -43,7 +43,7 @@ entities).
 
 import math
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from xml.etree import ElementTree
 
 from ik_node.core.collision.model import (always_in_contact, attachment, Body, check_disabled,
@@ -105,8 +105,7 @@ def parse_numbers(text: Optional[str], count: int, what: str) -> List[float]:
     return numbers
 
 
-def parse_origin(element, what: str) -> np.ndarray:
-    """Return the (4, 4) pose of an element's <origin> (identity when it has none)."""
+def _origin(element, what: str) -> np.ndarray:
     pose = np.eye(4)
     origin = element.find('origin')
     if origin is not None:
@@ -117,27 +116,48 @@ def parse_origin(element, what: str) -> np.ndarray:
     return pose
 
 
-def _collision_shape(element, what: str, resolve: MeshResolver) -> Shape:
+class Geometry(NamedTuple):
+    """One <collision> or <visual> element's shape, read as the URDF writes it.
+
+    kind: 'box', 'sphere', 'cylinder' or 'mesh'; size: box (x, y, z), sphere
+    (radius,), cylinder (radius, length), mesh () m; pose: (4, 4) in the
+    link's frame; path: a mesh's file (resolved), else ''; scale: a mesh's (3,).
+    """
+
+    kind: str
+    size: Tuple[float, ...]
+    pose: np.ndarray
+    path: str = ''
+    scale: Tuple[float, ...] = (1.0, 1.0, 1.0)
+
+
+def read_geometry(element, what: str, resolve: MeshResolver) -> Geometry:
+    """Return the shape of a <collision> or <visual> element (CollisionError: unreadable)."""
     geometry = element.find('geometry')
     kinds = list(geometry) if geometry is not None else []
     if len(kinds) != 1:
         raise CollisionError(f'{what}: <geometry> must hold one shape')
-    g, pose = kinds[0], parse_origin(element, what)
+    g, pose = kinds[0], _origin(element, what)
     if g.tag == 'box':
-        return checked_shape('box', parse_numbers(g.get('size'), 3, f'{what} box size'), pose,
-                             source=what)
+        return Geometry('box', tuple(parse_numbers(g.get('size'), 3, f'{what} box size')), pose)
     if g.tag == 'sphere':
-        return checked_shape('sphere', parse_numbers(g.get('radius'), 1, f'{what} radius'), pose,
-                             source=what)
+        return Geometry('sphere', tuple(parse_numbers(g.get('radius'), 1, f'{what} radius')),
+                        pose)
     if g.tag == 'cylinder':
-        return checked_shape('cylinder', parse_numbers(g.get('radius'), 1, f'{what} radius')
-                             + parse_numbers(g.get('length'), 1, f'{what} length'), pose,
-                             source=what)
+        return Geometry('cylinder', tuple(parse_numbers(g.get('radius'), 1, f'{what} radius')
+                                          + parse_numbers(g.get('length'), 1, f'{what} length')),
+                        pose)
     if g.tag == 'mesh':
-        scale = parse_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale')
-        path = resolve(g.get('filename', ''))
-        return checked_shape('mesh', (), pose, load_mesh(path, scale, what), source=what)
+        scale = tuple(parse_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale'))
+        return Geometry('mesh', (), pose, resolve(g.get('filename', '')), scale)
     raise CollisionError(f'{what}: unknown geometry <{g.tag}> (box, cylinder, sphere, mesh)')
+
+
+def _collision_shape(element, what: str, resolve: MeshResolver) -> Shape:
+    g = read_geometry(element, what, resolve)
+    if g.kind == 'mesh':
+        return checked_shape('mesh', (), g.pose, load_mesh(g.path, g.scale, what), source=what)
+    return checked_shape(g.kind, g.size, g.pose, source=what)
 
 
 def link_tree(xml: str) -> Tuple[ElementTree.Element, Dict[str, Tuple[str, str]]]:

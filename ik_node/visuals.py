@@ -26,9 +26,9 @@ a one-line reason, and the rest are drawn.
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from ik_node.core.collision.shapes import CollisionError
+from ik_node.core.collision.shapes import CollisionError, load_mesh_triangles
 from ik_node.core.model.frames import LinkFrames
-from ik_node.geometry import link_tree, MeshResolver, parse_numbers, parse_origin, \
+from ik_node.geometry import link_tree, MeshResolver, parse_numbers, read_geometry, \
     resolve_mesh_uri
 import numpy as np
 
@@ -115,25 +115,8 @@ def read_visuals(xml: str, frames: LinkFrames,
 
 def _visual(link: str, element, what: str, named, resolve: MeshResolver) -> Visual:
     """Return one <visual> (CollisionError: unreadable)."""
-    geometry = element.find('geometry')
-    shapes = list(geometry) if geometry is not None else []
-    if len(shapes) != 1:
-        raise CollisionError(f'{what}: <geometry> must hold one shape')
-    g, origin, rgba = shapes[0], parse_origin(element, what), _colour(element, named)
-    if g.tag == 'box':
-        return Visual(link, 'box', tuple(parse_numbers(g.get('size'), 3, f'{what} box size')),
-                      origin, rgba)
-    if g.tag == 'sphere':
-        return Visual(link, 'sphere', tuple(parse_numbers(g.get('radius'), 1, f'{what} radius')),
-                      origin, rgba)
-    if g.tag == 'cylinder':
-        size = parse_numbers(g.get('radius'), 1, f'{what} radius') + \
-            parse_numbers(g.get('length'), 1, f'{what} length')
-        return Visual(link, 'cylinder', tuple(size), origin, rgba)
-    if g.tag == 'mesh':
-        scale = tuple(parse_numbers(g.get('scale', '1 1 1'), 3, f'{what} mesh scale'))
-        return Visual(link, 'mesh', (), origin, rgba, resolve(g.get('filename', '')), scale)
-    raise CollisionError(f'{what}: unknown geometry <{g.tag}>')
+    g = read_geometry(element, what, resolve)
+    return Visual(link, g.kind, g.size, g.pose, _colour(element, named), g.path, g.scale)
 
 
 def load_visual_mesh(visual: Visual) -> Tuple[np.ndarray, np.ndarray]:
@@ -141,7 +124,8 @@ def load_visual_mesh(visual: Visual) -> Tuple[np.ndarray, np.ndarray]:
 
     STL, OBJ, PLY: trimesh (viser's own mesh library); what it cannot read
     without more packages (COLLADA .dae needs pycollada, which makers' visual
-    meshes often are): coal's assimp loader, which reads them as ROS tools do.
+    meshes often are): coal's assimp loader, as the collision meshes are read
+    (``load_mesh_triangles``: the same checks).
 
     Raises:
         CollisionError: neither can read the file as a mesh.
@@ -150,25 +134,10 @@ def load_visual_mesh(visual: Visual) -> Tuple[np.ndarray, np.ndarray]:
     try:
         import trimesh
         mesh = trimesh.load(visual.path, force='mesh')
-        vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.faces)
-    except Exception as first:  # noqa: B902 - trimesh's loaders raise many kinds
-        try:
-            vertices, faces = _assimp_mesh(visual.path)
-        except Exception:  # noqa: B902 - assimp's too
-            raise CollisionError(f'{visual.link}: cannot load mesh {visual.path!r}: '
-                                 f'{first}') from None
+        vertices = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(visual.scale)
+        faces = np.asarray(mesh.faces, dtype=np.int64)
+    except Exception:  # noqa: B902 - trimesh's loaders raise many kinds
+        vertices, faces = load_mesh_triangles(visual.path, visual.scale, visual.link)
     if len(faces) == 0:
         raise CollisionError(f'{visual.link}: mesh {visual.path!r} is empty')
-    return (vertices.astype(np.float64) * np.asarray(visual.scale), faces.astype(np.int64))
-
-
-def _assimp_mesh(path: str) -> Tuple[np.ndarray, np.ndarray]:
-    """Return (vertices (V, 3), triangles (F, 3)) of a mesh file read by coal (assimp)."""
-    import coal
-    with open(path, 'rb') as handle:   # a missing file: OSError, not assimp's message
-        handle.read(1)
-    model = coal.MeshLoader().load(str(path), np.ones(3))
-    vertices = np.array(model.vertices(), dtype=np.float64).reshape(-1, 3)
-    faces = np.array([[t[0], t[1], t[2]] for t in
-                      (model.tri_indices(k) for k in range(model.num_tris))], dtype=np.int64)
-    return vertices, faces.reshape(-1, 3)
+    return vertices, faces

@@ -151,6 +151,26 @@ def load_mesh(path: str, scale=(1.0, 1.0, 1.0), source: str = '') -> FloatArray:
         CollisionError: unreadable, empty, or above MAX_TRIANGLES.
 
     """
+    return _vertices(_load_bvh(path, scale, source), path, source)
+
+
+def load_mesh_triangles(path: str, scale=(1.0, 1.0, 1.0),
+                        source: str = '') -> Tuple[FloatArray, npt.NDArray[np.int64]]:
+    """Return a mesh file's (V, 3) vertices (scaled, m) and (F, 3) triangles (load_mesh's reading).
+
+    Raises:
+        CollisionError: as load_mesh.
+
+    """
+    model = _load_bvh(path, scale, source)
+    vertices = _vertices(model, path, source)
+    faces = np.array([[t[0], t[1], t[2]] for t in
+                      (model.tri_indices(k) for k in range(model.num_tris))], dtype=np.int64)
+    return vertices, faces.reshape(-1, 3)
+
+
+def _load_bvh(path: str, scale, source: str):
+    """Return coal's model of a mesh file (CollisionError: unreadable or above MAX_TRIANGLES)."""
     import coal
     where = f'{source}: ' if source else ''
     try:
@@ -164,10 +184,16 @@ def load_mesh(path: str, scale=(1.0, 1.0, 1.0), source: str = '') -> FloatArray:
     if model.num_tris > MAX_TRIANGLES:
         raise CollisionError(f'{where}mesh {path!r} has {model.num_tris:,} triangles, above '
                              f'{MAX_TRIANGLES:,}: decimate it (a convex hull is used anyway)')
+    return model
+
+
+def _vertices(model, path: str, source: str) -> FloatArray:
+    """Return a coal model's (V, 3) vertices (CollisionError: none)."""
     # All at once: vertices(k) is deprecated in coal 3 (a DeprecationWarning per
     # vertex, an error under warnings-as-errors; found on a maker's meshes).
     vertices = np.array(model.vertices(), dtype=np.float64).reshape(-1, 3)
     if len(vertices) == 0:
+        where = f'{source}: ' if source else ''
         raise CollisionError(f'{where}mesh {path!r} is empty')
     return vertices
 
