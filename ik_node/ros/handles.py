@@ -38,7 +38,7 @@ import math
 from typing import Callable, Dict, Optional
 
 from geometry_msgs.msg import Point, PointStamped, Pose, PoseStamped, Quaternion
-from ik_node.core.motion.tracker import TrackerStatus
+from ik_node.core.ik.base import IKResult
 from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
     pose_matrix, RejectedMessage
 import numpy as np
@@ -70,9 +70,11 @@ EVENTS = {Feedback.KEEP_ALIVE, Feedback.POSE_UPDATE, Feedback.MENU_SELECT,
           Feedback.BUTTON_CLICK, Feedback.MOUSE_DOWN, Feedback.MOUSE_UP}
 
 
-def look_of(status: Optional[TrackerStatus]) -> str:
-    """Return the target handle's look: 'free', 'collision', 'unreachable' or 'none'."""
-    target = None if status is None else status.target_result
+def look_of(target: Optional[IKResult]) -> str:
+    """Return the target handle's look of the newest target's verdict (None: no target yet).
+
+    'free', 'collision', 'unreachable' or 'none'.
+    """
     if target is None:
         return 'none'
     if not target.success:
@@ -144,6 +146,11 @@ class HandlePolicy:
             del self._drag[name]
             return False
         return True
+
+
+def elbow_point(chain, q) -> np.ndarray:
+    """Return the elbow (3,) m, base frame, at joints q: the fourth joint's origin."""
+    return np.array(chain.frames(q)[0][3][9:12])
 
 
 def moved(shown: np.ndarray, actual: np.ndarray) -> bool:
@@ -240,14 +247,12 @@ class TargetHandles:
         self._shown: Dict[str, np.ndarray] = {}
         self._look = None
         self._menu_state = None
-        self._pole_set = False
 
     # -- markers -------------------------------------------------------------------------------
 
     def use_model(self) -> None:
         """Serve the handles of the node's (new) model: the tip's, the pole's if it is used."""
         self._look = self._menu_state = None
-        self._pole_set = False
         self._shown.clear()
         self.server.erase(POLE)
         self.refresh()
@@ -259,7 +264,7 @@ class TargetHandles:
             return
         now = self._clock()
         tracker = node.tracker
-        look = look_of(tracker.status())
+        look = look_of(tracker.target_result)   # not status(): its percentiles cost
         menu_state = (node.get_parameter('solver').value,
                       bool(node.get_parameter('smoothing').value))
         tip = tracker.chain.forward(tracker.q)
@@ -287,8 +292,8 @@ class TargetHandles:
             return
         if tracker.pole is not None:
             point = tracker.pole
-        else:   # the elbow: the fourth joint's origin
-            point = np.array(tracker.chain.frames(tracker.q)[0][3][9:12])
+        else:
+            point = elbow_point(tracker.chain, tracker.q)
         at = np.eye(4)
         at[:3, 3] = point
         if POLE not in self._shown:

@@ -46,9 +46,9 @@ from typing import Dict, List, Optional
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.core.collision.shapes import CollisionError
-from ik_node.core.rotations import matrix_to_quaternion, quaternion_to_matrix
-from ik_node.ros.conversions import matrix_to_pose, pose_to_matrix
-from ik_node.ros.handles import HandlePolicy, moved
+from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.ros.conversions import matrix_to_pose, pose_matrix, pose_to_matrix
+from ik_node.ros.handles import elbow_point, HandlePolicy, moved
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.visuals import load_visual_mesh, read_visuals
 import numpy as np
@@ -142,10 +142,8 @@ class BrowserScene:
         self.drags.admit(name, 'browser', event, time.monotonic())
         if event != Feedback.POSE_UPDATE:
             return
-        pose = np.eye(4)
         w, x, y, z = handle.wxyz
-        pose[:3, :3] = quaternion_to_matrix(np.array([x, y, z, w], dtype=np.float64))
-        pose[:3, 3] = handle.position
+        pose = pose_matrix(handle.position, np.array([x, y, z, w], dtype=np.float64))
         self._shown[name] = pose
         if not np.all(np.isfinite(pose)):
             return
@@ -201,7 +199,7 @@ class BrowserScene:
             self._follow(self.target, TARGET, tip, now)
             elbow = np.eye(4)
             if uses_pole and model.chain.n >= 4:
-                elbow[:3, 3] = model.chain.frames(q)[0][3][9:12]
+                elbow[:3, 3] = elbow_point(model.chain, q)
                 self._follow(self.pole, POLE, elbow, now)
             self.pole.visible = uses_pole
         self.frames_sent += 1

@@ -28,14 +28,6 @@ from visualization_msgs.msg import InteractiveMarkerControl as Control, \
     InteractiveMarkerFeedback as Feedback
 
 
-class Status:
-    """What look_of reads of a TrackerStatus."""
-
-    def __init__(self, target_result):
-        """Hold the newest target's result."""
-        self.target_result = target_result
-
-
 def result(success, in_collision=''):
     """Return an IKResult with the verdicts look_of reads."""
     return IKResult(q=np.zeros(7), success=success, position_error=0.0,
@@ -98,10 +90,9 @@ def test_the_newest_offer_is_taken_once_and_every_replaced_one_is_counted(offers
 
 def test_the_look_follows_the_newest_targets_verdict():
     assert look_of(None) == 'none'
-    assert look_of(Status(None)) == 'none'
-    assert look_of(Status(result(True))) == 'free'
-    assert look_of(Status(result(True, 'link_7 with table'))) == 'collision'
-    assert look_of(Status(result(False))) == 'unreachable'
+    assert look_of(result(True)) == 'free'
+    assert look_of(result(True, 'link_7 with table')) == 'collision'
+    assert look_of(result(False)) == 'unreachable'
 
 
 @settings(max_examples=50, deadline=None)
