@@ -38,10 +38,24 @@ import numpy as np
 LINK = '/robot/iiwa_link_4'
 
 
-def _windows(ws, seconds):
-    """Count the server windows that pose LINK in ``seconds``; return (count, messages)."""
+def decode_window(frame: bytes):
+    """Return the messages (dicts with 'type') of one viser server frame.
+
+    viser 1.1.1's wire format (viser/infra/_infra.py): 8 bytes of the
+    msgpack's size, 8 of its zstd-compressed size, the compressed msgpack
+    (``{'messages': [...]}``), then raw binary buffers (left as placeholders).
+    """
     import msgspec
     import zstandard
+    size = int.from_bytes(frame[0:8], 'little')
+    packed = int.from_bytes(frame[8:16], 'little')
+    inner = zstandard.ZstdDecompressor().decompress(frame[16:16 + packed],
+                                                    max_output_size=size)
+    return msgspec.msgpack.decode(inner)['messages']
+
+
+def _windows(ws, seconds):
+    """Count the server windows that pose LINK in ``seconds``; return (count, messages)."""
     count, total = 0, 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -51,10 +65,7 @@ def _windows(ws, seconds):
             break
         if not isinstance(frame, bytes):
             continue
-        size, packed = int.from_bytes(frame[:8], 'little'), int.from_bytes(frame[8:16], 'little')
-        inner = zstandard.ZstdDecompressor().decompress(frame[16:16 + packed],
-                                                        max_output_size=size)
-        messages = msgspec.msgpack.decode(inner)['messages']
+        messages = decode_window(frame)
         total += len(messages)
         count += any(m.get('name') == LINK and m.get('type') == 'SetPositionMessage'
                      for m in messages)

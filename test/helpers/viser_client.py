@@ -22,23 +22,14 @@ with ``wxyz`` and ``position``, ``...DragEndMessage``; ``owner`` '' is the
 server's scene); the server sends windows of messages: 8 bytes of the
 msgpack's size, 8 of its zstd-compressed size, the compressed msgpack
 (``{'messages': [...]}``), then raw binary buffers (numpy arrays, left as
-placeholders here).
+placeholders here): ik_bench viewer's ``decode_window``, which both use.
 """
 
 import time
 
+from ik_node.bench.viewer import decode_window
 import msgspec
 from websockets.sync.client import connect
-import zstandard
-
-
-def decode_window(frame: bytes):
-    """Return the messages (dicts with 'type') of one server frame."""
-    size = int.from_bytes(frame[0:8], 'little')
-    compressed = int.from_bytes(frame[8:16], 'little')
-    inner = zstandard.ZstdDecompressor().decompress(frame[16:16 + compressed],
-                                                    max_output_size=size)
-    return msgspec.msgpack.decode(inner)['messages']
 
 
 class ViserClient:
