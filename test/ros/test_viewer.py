@@ -138,8 +138,9 @@ def test_a_gizmo_dragged_in_viser_moves_the_arm_and_the_links_are_drawn_where_fk
         node.spin(1.0)
         assert viewer.proc.poll() is None and node.proc.poll() is None
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
 
 
 def project(point, width, height):
@@ -188,8 +189,9 @@ def test_chromium_shows_the_arm_where_fk_puts_its_links():
         patch = image[row - 2:row + 3, column - 2:column + 3].reshape(-1, 3)
         assert np.max(np.abs(np.median(patch, axis=0) - background)) < 20
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
 
 
 def test_a_browser_closed_mid_drag_leaves_the_arm_at_rest_and_the_viewer_running():
@@ -220,8 +222,9 @@ def test_a_browser_closed_mid_drag_leaves_the_arm_at_rest_and_the_viewer_running
         again.close()
         assert viewer.proc.poll() is None
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
 
 
 def test_the_viewer_draws_a_restarted_node():
@@ -235,8 +238,9 @@ def test_the_viewer_draws_a_restarted_node():
             viewer.drain.so_far()
         assert viewer.proc.poll() is None
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        node.stop()
+        viewer_code = viewer.stop()
+        node.stop()   # stopped before any assertion: a failed test leaves no node behind
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
 
 
 def test_a_namespaced_node_is_drawn_by_a_viewer_started_as_launch_starts_it():
@@ -253,8 +257,9 @@ def test_a_namespaced_node_is_drawn_by_a_viewer_started_as_launch_starts_it():
             'SetPositionMessage', '/robot/iiwa_link_4') is not None, 20.0)
         client.close()
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
 
 
 def test_obstacles_added_and_removed_on_the_node_are_drawn_and_removed_once():
@@ -299,8 +304,9 @@ def test_obstacles_added_and_removed_on_the_node_are_drawn_and_removed_once():
             for m in client.messages), 20.0)
         client.close()
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
 
 
 def test_a_description_changed_on_the_topic_is_drawn_anew():
@@ -339,5 +345,6 @@ def test_a_description_changed_on_the_topic_is_drawn_anew():
         assert viewer.drain.so_far().count('drawing') == 2
         client.close()
     finally:
-        assert viewer.stop() == 0 and not viewer.errors(), viewer.drain.text()
-        assert node.stop() == 0
+        viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0
