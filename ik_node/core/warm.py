@@ -106,6 +106,12 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     # The guard's braking dip, with the argument types a tick passes.
     model.kernels.proximity.braking_dip(grads, np.full(chain.n, 0.5), np.full(chain.n, 5.0),
                                         np.empty(len(grads)))
+    # The guard's stopping point and slid goal, with the argument types a tick passes.
+    model.kernels.proximity.stop_and_need(
+        np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),
+        chain.lower, chain.upper, model.sweep, 0.01, np.empty(chain.n), np.empty(pairs))
+    model.kernels.proximity.slide_projection(np.zeros(chain.n), grads, np.zeros(len(grads)),
+                                             0.01, 15, np.empty(chain.n))
 
 
 def die_with_parent() -> Callable[[], None]:

@@ -621,3 +621,110 @@ def test_the_braking_dip_is_the_lowest_change_on_the_braking_path(data, n, k):
         assert np.all(value <= reference + 1e-12), (name, value, reference)
         assert np.all(value >= reference - slack), (name, value, reference, slack)
         assert np.all(value <= 0.0), name
+
+
+def compiled_proximity():
+    """Return the compiled proximity kernels, or None without numba."""
+    try:
+        from ik_node.core.kernels.compile import P
+    except ImportError:
+        return None
+    return P
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data(), n=st.integers(1, 7), k=st.integers(1, 5))
+def test_the_slid_goal_projection_meets_orthogonal_constraints_exactly(data, n, k):
+    """Every path of the slide's projection gives the closed-form answer on orthogonal rows.
+
+    With orthogonal gradients the nearest x to x0 with ``g_i . x >= need_i``
+    moves x0 along each violated g_i by its shortfall over |g_i|^2, the
+    others untouched: computed here, not by the code under test. Rows that
+    clear their need by the slack or more, and zero rows, are left out.
+    """
+    from ik_node.core.collision.guard import ACTIVE_SLACK, CollisionGuard, SLIDE_SWEEPS
+    from ik_node.core.kernels import proximity
+    k = min(k, n)
+    seed = data.draw(st.integers(0, 2 ** 31 - 1))
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    scale = data.draw(st.lists(st.one_of(st.just(0.0), st.floats(0.05, 2.0)),
+                               min_size=k, max_size=k))
+    grads = np.ascontiguousarray(basis[:k] * np.array(scale)[:, None])
+    x0 = rng.uniform(-1.0, 1.0, n)
+    need = grads @ x0 + rng.uniform(-0.05, 0.05, k)
+    expected = x0.copy()
+    for g, b in zip(grads, need):
+        norm = float(g @ g)
+        if norm > 1e-18 and g @ x0 - b < ACTIVE_SLACK and g @ x0 < b:
+            expected += (b - g @ x0) / norm * g
+    found = {'numpy': CollisionGuard._project(x0, grads, need)}
+    out = np.empty(n)
+    proximity.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS, out)
+    found['kernel'] = out
+    compiled = compiled_proximity()
+    if compiled is not None:
+        out = np.empty(n)
+        compiled.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS, out)
+        found['numba'] = out
+    for name, x in found.items():
+        assert np.allclose(x, expected, rtol=0.0, atol=1e-9), (name, x, expected)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data(), n=st.integers(1, 7), k=st.integers(1, 12))
+def test_the_slid_goal_projection_is_the_same_compiled_and_in_numpy(data, n, k):
+    """The compiled projection gives numpy's answer on any rows (dependent ones included)."""
+    from ik_node.core.collision.guard import ACTIVE_SLACK, CollisionGuard, SLIDE_SWEEPS
+    compiled = compiled_proximity()
+    if compiled is None:
+        pytest.skip('numba is not installed')
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
+    grads = rng.normal(size=(k, n)) * (rng.uniform(size=(k, 1)) > 0.1)
+    x0 = rng.uniform(-1.0, 1.0, n)
+    need = grads @ x0 + rng.uniform(-0.05, 0.05, k)
+    out = np.empty(n)
+    compiled.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS, out)
+    assert np.allclose(out, CollisionGuard._project(x0, grads, need), rtol=0.0, atol=1e-9)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data())
+def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data):
+    """The guard's stopping point is where braking at the limits ends; its need adds the sweep.
+
+    Reference: each joint decelerating at a_max from v covers v^2 / (2 a)
+    (none with an infinite limit), clipped to the position limits; a pair
+    needs the margin plus its sweep row times the travel, summed here.
+    """
+    from ik_node.core.kernels import proximity
+    chain, _, model, _ = arm_model('panda')
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
+    n = chain.n
+    q1 = rng.uniform(chain.lower, chain.upper)
+    v1 = rng.uniform(-2.5, 2.5, n) * (rng.uniform(size=n) > 0.2)
+    a_max = np.where(rng.uniform(size=n) > 0.2, rng.uniform(1.0, 20.0, n), math.inf)
+    travel = np.array([v * abs(v) / (2.0 * a) if math.isfinite(a) else 0.0
+                       for v, a in zip(v1, a_max)])
+    stop = np.minimum(np.maximum(q1 + travel, chain.lower), chain.upper)
+    need = np.array([0.01 + sum(row[i] * abs(stop[i] - q1[i]) for i in range(n))
+                     for row in model.sweep])
+    paths = [proximity]
+    compiled = compiled_proximity()
+    if compiled is not None:
+        paths.append(compiled)
+    for kernels in paths:
+        s_out, n_out = np.empty(n), np.empty(len(model.pairs))
+        kernels.stop_and_need(q1, v1, a_max, chain.lower, chain.upper, model.sweep, 0.01,
+                              s_out, n_out)
+        assert np.allclose(s_out, stop, rtol=0.0, atol=1e-12)
+        assert np.allclose(n_out, need, rtol=0.0, atol=1e-12)
+    for backend in ('numpy', 'numba') if compiled is not None else ('numpy',):
+        model.set_backend(backend)
+        try:
+            s_out, n_out = CollisionGuard(model, 0.01)._stop_and_need(q1, v1, a_max,
+                                                                      chain.lower, chain.upper)
+        finally:
+            model.set_backend('auto')
+        assert np.allclose(s_out, stop, rtol=0.0, atol=1e-12), backend
+        assert np.allclose(n_out, need, rtol=0.0, atol=1e-12), backend

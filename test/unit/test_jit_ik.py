@@ -249,5 +249,6 @@ def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report['backend'] == 'numba'
     assert report['after'] == report['before']
-    for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_rates', 'braking_dip'):
+    for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_rates', 'braking_dip',
+                 'stop_and_need', 'slide_projection'):
         assert report['before'][name] >= 1, name

@@ -125,6 +125,8 @@ class CollisionGuard:
         self._pair_distance = np.full(pairs, -math.inf)
         self._pair_q = np.zeros((pairs, n))
         self._floors = np.empty(pairs)   # scratch: what they leave at a configuration
+        self._margin_need = np.full(pairs, self.margin)   # what a configuration at rest needs
+        self._allowed: Optional[Tuple[bytes, FloatArray]] = None   # _allowed_at's last
         self._revision = self.model.revision
         self._generation += 1
 
@@ -146,20 +148,20 @@ class CollisionGuard:
 
     # -- distances --------------------------------------------------------------
 
-    def _near(self, q: FloatArray, sweep: Optional[FloatArray] = None
+    def _near(self, q: FloatArray, need: Optional[FloatArray] = None
               ) -> Optional[PairDistances]:
-        """Return the pairs closer than margin + sweep at q (None: no pair is).
+        """Return the pairs closer than ``need`` at q (None: no pair is).
 
-        ``sweep``: (P,) per checked pair (None: zeros), m: how much the pair's
-        distance may shrink on the way judged from q (a pair that near may be
-        reached on it). Pairs whose remembered bound (module doc) keeps them
+        ``need``: (P,) per checked pair (None: the margin), m: the margin plus
+        how much the pair's distance may shrink on the way judged from q (a
+        pair that near may be reached on it). Pairs whose remembered bound (module doc) keeps them
         that far are left out: which pairs are listed depends on what was
         computed before, never a listed pair's distance nor whether one
         within the margin is listed.
         """
         self._follow_model()
-        pairs = len(self._pair_distance)
-        need = np.full(pairs, self.margin) if sweep is None else self.margin + sweep
+        if need is None:
+            need = self._margin_need
         key = q.tobytes()
         cached = self._known.get(key)
         if cached is not None and np.all(cached[0] >= need):
@@ -204,50 +206,101 @@ class CollisionGuard:
             upper: (n,) upper position limits.
 
         """
-        with np.errstate(divide='ignore', invalid='ignore'):
-            travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
-        stop = np.clip(q1 + travel, lower, upper)
-        now = self._pair_map(self._near(q))
+        self._follow_model()
+        stop, need = self._stop_and_need(q1, v1, a_max, lower, upper)
+        now = self._allowed_at(q)
         # Every pair the braking path from q1 may reach is judged along it, not
         # only those near q1: a small obstacle between q1 and a free stopping
         # point is on the way (found by a sweep: the panda's wrist braked
         # through one at 2 rad/s). The path is judged from configurations on
         # it, each with its own linearised dip to the stop, as many as its
         # sweep needs (the linearisation's error grows with the square of the
-        # way it covers: 1.5 mm over 0.15 rad with one).
-        states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
-        sweep = self.model.sweep @ np.abs(stop - q1)   # (P,) m, each pair's, to the stop
-        near = self._near(q1, sweep)
-        pieces = self._path_pieces(near, sweep)
+        # way it covers: 1.5 mm over 0.15 rad with one). q1 is judged first:
+        # most refusals are found there, before the path's points are made.
+        near = self._near(q1, need)
+        if not self._keeps(q1, v1, near, now, a_max):
+            return False
+        pieces = self._path_pieces(near, need)
+        states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
         if pieces > 1:
             states += self._braking_states(q1, v1, a_max, lower, upper, pieces)
         states.append((stop, None))
         for k, (config, v) in enumerate(states):
-            if k > 0:   # a point on the path: the pairs its own piece may reach
-                near = self._near(config, None if v is None else
-                                  self.model.sweep @ np.abs(states[k + 1][0] - config))
-            if near is None:
-                continue
-            low = near.distance
-            if v is not None and np.any(v != 0.0):
-                low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
-            for row in np.flatnonzero(low < self.margin).tolist():
-                allowed = min(now.get(int(near.pairs[row]), self.margin), self.margin)
-                if float(low[row]) < allowed - DISTANCE_TOL:
-                    self._refused = (config, near, row)
-                    return False
+            # a point on the path: the pairs its own piece may reach
+            near = self._near(config, None if v is None else
+                              self._need_between(config, states[k + 1][0]))
+            if not self._keeps(config, v, near, now, a_max):
+                return False
         return True
 
-    def _path_pieces(self, near: Optional[PairDistances], sweep: FloatArray) -> int:
+    def _keeps(self, config: FloatArray, v: Optional[FloatArray], near: Optional[PairDistances],
+               allowed: FloatArray, a_max: FloatArray) -> bool:
+        """Return True when no near pair at config, braking from v, ends below what is allowed.
+
+        ``allowed`` (P,): each pair's least distance, m (``_allowed_at``).
+        Each pair is judged by its distance at config and its linearised
+        dip while the joints brake from v (None or zero: at rest). A refusal
+        is kept for the slide (``slid_goal``) and the report.
+        """
+        if near is None:
+            return True
+        low = near.distance
+        if v is not None and np.any(v != 0.0):
+            low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
+        short = np.flatnonzero(low < allowed[near.pairs] - DISTANCE_TOL)
+        if short.size:
+            self._refused = (config, near, int(short[0]))
+            return False
+        return True
+
+    def _allowed_at(self, q: FloatArray) -> FloatArray:
+        """Return (P,) each pair's least allowed distance from q on, m (kept for the last q).
+
+        The margin, or less for a pair already inside it at q: not smaller
+        than it is now (never trapped).
+        """
+        key = q.tobytes()
+        if self._allowed is not None and self._allowed[0] == key:
+            return self._allowed[1]
+        allowed = np.full(len(self.model.pairs), self.margin)
+        near = self._near(q)
+        if near is not None:
+            allowed[near.pairs] = np.minimum(near.distance, self.margin)
+        self._allowed = (key, allowed)
+        return allowed
+
+    def _stop_and_need(self, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
+                       lower: FloatArray, upper: FloatArray) -> Tuple[FloatArray, FloatArray]:
+        """Return the stopping point (n,) braking from (q1, v1), and each pair's need to it (P,).
+
+        The stopping point is ``q1 + v1 |v1| / (2 a)`` within the limits; a
+        pair's need is the margin plus its sweep bound over the way, m.
+        """
+        kernels = self.model.kernels
+        if kernels.compiled:
+            stop, need = np.empty(len(q1)), np.empty(len(self.model.pairs))
+            kernels.proximity.stop_and_need(q1, v1, a_max, lower, upper, self.model.sweep,
+                                            self.margin, stop, need)
+            return stop, need
+        with np.errstate(divide='ignore', invalid='ignore'):
+            travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
+        stop = np.clip(q1 + travel, lower, upper)
+        return stop, self._need_between(q1, stop)
+
+    def _need_between(self, a: FloatArray, b: FloatArray) -> FloatArray:
+        """Return (P,) the margin plus each pair's sweep bound over the way from a to b, m."""
+        return self.margin + self.model.sweep @ np.abs(b - a)
+
+    def _path_pieces(self, near: Optional[PairDistances], need: FloatArray) -> int:
         """Return how many pieces the braking path is judged in: one per PATH_PIECE of sweep.
 
-        Counted over the pairs near q1 that the path's sweep (``sweep`` (P,),
-        each pair's, m, to the stop) may bring inside the margin.
+        Counted over the pairs near q1 that the path's sweep may bring inside
+        the margin: ``need`` (P,) m, each pair's margin plus its sweep to the stop.
         """
         if near is None or not near.pairs.size:
             return 1
-        reach = sweep[near.pairs]
-        reachable = reach[near.distance < self.margin + reach]
+        reach = need[near.pairs] - self.margin
+        reachable = reach[near.distance < need[near.pairs]]
         if not reachable.size:
             return 1
         return int(min(MAX_PATH_PIECES, math.ceil(float(reachable.max()) / PATH_PIECE)))
@@ -298,12 +351,6 @@ class CollisionGuard:
             last = self._last_gradients = (near, self.model.gradients(q, near))
         return last[1]
 
-    @staticmethod
-    def _pair_map(near: Optional[PairDistances]) -> dict:
-        if near is None:
-            return {}
-        return {int(p): float(d) for p, d in zip(near.pairs, near.distance)}
-
     def slid_goal(self, q: FloatArray, goal: FloatArray) -> Optional[FloatArray]:
         """Return the goal (n,) moved so that the way from q keeps near pairs outside the margin.
 
@@ -317,12 +364,22 @@ class CollisionGuard:
         # d(q + x) ~ d(config) + g (q + x - config) >= margin + clearance
         need = (self.margin + SLIDE_CLEARANCE - near.distance
                 - grads @ (q - config))
-        x = self._project(goal - q, grads, need)
+        kernels = self.model.kernels
+        if kernels.compiled:
+            x = np.empty(len(q))
+            kernels.proximity.slide_projection(np.ascontiguousarray(goal - q), grads,
+                                               np.ascontiguousarray(need), ACTIVE_SLACK,
+                                               SLIDE_SWEEPS, x)
+        else:
+            x = self._project(goal - q, grads, need)
         return q + x
 
     @staticmethod
     def _project(x0: FloatArray, grads: FloatArray, need: FloatArray) -> FloatArray:
-        """Return the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate)."""
+        """Return the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate).
+
+        numpy's twin of kernels.proximity.slide_projection.
+        """
         norms = np.einsum('ij,ij->i', grads, grads)
         # Pairs far from binding at x0 (1 cm of slack) stay out of the sweeps.
         use = (norms > 1e-18) & (grads @ x0 - need < ACTIVE_SLACK)

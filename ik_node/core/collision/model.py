@@ -135,6 +135,7 @@ class CollisionModel:
             for shape in body.shapes:
                 self._robot.append((k, shape, body.offset @ shape.pose))
         self._geoms = [coal_geometry(s) for _, s, _ in self._robot]
+        self._tf = [coal.Transform3s() for _ in self._robot]   # _exact's, set in place
         self._frame = np.array([self.bodies[k].frame for k, _, _ in self._robot], dtype=np.int64)
         self._local = np.array([p for _, _, p in self._robot]).reshape(-1, 4, 4)
         spheres = [s.bounding_sphere() for _, s, _ in self._robot]
@@ -463,7 +464,7 @@ class CollisionModel:
         Rows where ``fine`` (K,) is set get coal's exact answer, the others
         their bounding spheres' (``bound`` (P,), ``centres``, ``_sphere_witnesses``).
         ``rot`` (S, 3, 3), ``pos`` (S, 3): the robot shapes' poses, base
-        frame. Each shape's transform is built once per call. coal.distance
+        frame. Each shape's transform is set once per call. coal.distance
         starts every query afresh: the same configuration always gets the
         same answer (a reused ComputeDistance warm-starts from its last
         query, and answers differed by 8e-8 m on a hull).
@@ -474,23 +475,25 @@ class CollisionModel:
         k = len(near)
         dist = bound[near]
         witnesses = np.empty((k, 9))   # rows: point a, point b, normal
-        transforms: Dict[int, object] = {}
-        rows = np.flatnonzero(fine).tolist()
-        for row in rows:
-            i, j = self.pairs[int(near[row])]
-            tf_a = transforms.get(i)
-            if tf_a is None:
-                tf_a = transforms[i] = coal.Transform3s(rot[i], pos[i])
+        rows = np.flatnonzero(fine)
+        firsts = self._pa[near[rows]].tolist()
+        seconds = self._pb[near[rows]].tolist()
+        # Each robot shape's transform, set in place once per call.
+        for shape in set(firsts) | {j for j in seconds if j < n_robot}:
+            tf = self._tf[shape]
+            tf.setRotation(rot[shape])
+            tf.setTranslation(pos[shape])
+        tfs, geoms = self._tf, self._geoms
+        for row, i, j in zip(rows.tolist(), firsts, seconds):
             if j >= n_robot:
                 geom_b, tf_b = self._world_geoms[j - n_robot], self._world_tf[j - n_robot]
             else:
-                geom_b, tf_b = self._geoms[j], transforms.get(j)
-                if tf_b is None:
-                    tf_b = transforms[j] = coal.Transform3s(rot[j], pos[j])
+                geom_b, tf_b = geoms[j], tfs[j]
             result.clear()
-            dist[row] = coal.distance(self._geoms[i], tf_a, geom_b, tf_b, request, result)
-            witnesses[row] = np.concatenate((result.getNearestPoint1(),
-                                             result.getNearestPoint2(), result.normal))
+            dist[row] = coal.distance(geoms[i], tfs[i], geom_b, tf_b, request, result)
+            witnesses[row, 0:3] = result.getNearestPoint1()
+            witnesses[row, 3:6] = result.getNearestPoint2()
+            witnesses[row, 6:9] = result.normal
         if len(rows) < k:
             coarse = ~fine
             pa, pb, nrm = self._sphere_witnesses(near[coarse], centres)

@@ -269,3 +269,84 @@ def _braking_change(grads, k, v1, dec, stops, t):
         tau = min(t, stops[i])
         value += grads[k, i] * (v1[i] * tau - 0.5 * dec[i] * tau * tau)
     return value
+
+
+def slide_projection(x0, grads, need, slack, sweeps, out):
+    """Write the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate).
+
+    The guard's slid goal (collision.guard.CollisionGuard._project is the
+    numpy twin: the same rows, order and updates). Rows with a zero
+    gradient, or whose ``grads @ x0`` clears ``need`` by ``slack`` or more,
+    are left out; the others are swept at most ``sweeps`` times, until no
+    multiplier changes by 1e-12 or more.
+
+    Args:
+        x0: (n,) the unconstrained displacement, rad.
+        grads: (K, n) the pairs' distance gradients, m per rad.
+        need: (K,) the least ``grads @ x`` each pair needs, m.
+        slack: rows clearing their need by this much are left out, m.
+        sweeps: the most sweeps over the rows.
+        out: (n,) written: x, rad.
+
+    """
+    n = x0.shape[0]
+    rows = grads.shape[0]
+    for j in range(n):
+        out[j] = x0[j]
+    use = np.zeros(rows, dtype=np.int64)
+    norms = np.zeros(rows)
+    used = 0
+    for i in range(rows):
+        norm, along = 0.0, 0.0
+        for j in range(n):
+            norm += grads[i, j] * grads[i, j]
+            along += grads[i, j] * x0[j]
+        if norm > 1e-18 and along - need[i] < slack:
+            use[used] = i
+            norms[used] = norm
+            used += 1
+    lam = np.zeros(used)
+    for _ in range(sweeps):
+        largest = 0.0
+        for u in range(used):
+            i = use[u]
+            along = 0.0
+            for j in range(n):
+                along += grads[i, j] * out[j]
+            step = max(-lam[u], (need[i] - along) / norms[u])
+            if step != 0.0:
+                lam[u] += step
+                for j in range(n):
+                    out[j] += step * grads[i, j]
+                largest = max(largest, abs(step))
+        if largest < 1e-12:
+            break
+
+
+def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out):
+    """Write the stopping point braking from (q1, v1), and each pair's need on the way there.
+
+    The guard's (collision.guard.CollisionGuard._stop_and_need: its numpy
+    path is the twin).
+
+    Args:
+        q1: (n,) joints, rad.
+        v1: (n,) their velocities, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf: stops at once).
+        lower: (n,) lower position limits, rad.
+        upper: (n,) upper position limits, rad.
+        sweep: (P, n) the model's sweep matrix, m per rad.
+        margin: m.
+        stop_out: (n,) written: ``q1 + v1 |v1| / (2 a)`` within the limits.
+        need_out: (P,) written: margin + ``sweep . |stop - q1|``, m.
+
+    """
+    n = q1.shape[0]
+    for i in range(n):
+        travel = v1[i] * abs(v1[i]) / (2.0 * a_max[i]) if math.isfinite(a_max[i]) else 0.0
+        stop_out[i] = min(max(q1[i] + travel, lower[i]), upper[i])
+    for p in range(sweep.shape[0]):
+        value = 0.0
+        for i in range(n):
+            value += sweep[p, i] * abs(stop_out[i] - q1[i])
+        need_out[p] = margin + value
