@@ -96,6 +96,7 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     box[:3, 3] = chain.forward(q0)[:3, 3]
     model.set_obstacles({'warm': (checked_shape('box', (0.1, 0.1, 0.1), box,
                                                 source='warm-up'),)})
+    model.distances(q0, 10.0, -1.0)   # every pair by its bounding spheres' witnesses
     near = model.distances(q0, 10.0)
     grads = model.gradients(q0, near)
     # The guard's remembered bounds, with the argument types a tick passes.

@@ -153,7 +153,7 @@ def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entr
        floor=st.floats(-0.5, 0.3), before=st.lists(st.floats(-0.2, 0.2), min_size=7, max_size=7),
        exact=st.floats(0.0, NEAR))
 def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, before, exact):
-    """The numba kernels (kernels.proximity): same pairs, distances, bounds, gradients as numpy.
+    """The numba kernels (kernels.proximity): same pairs, distances, witnesses, gradients as numpy.
 
     Every pair's bound enters ``lowest``; a half-space (the floor, its
     height drawn) takes the plane branch of both. Pairs beyond ``exact``
@@ -194,6 +194,8 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, 
     assert np.array_equal(ours.exact, theirs.exact)
     assert np.allclose(ours.floors, theirs.floors, rtol=0.0, atol=1e-9)
     assert np.allclose(ours.distance, theirs.distance, rtol=0.0, atol=1e-9)
+    for side in ('point_a', 'point_b', 'normal'):   # coal's rows and the spheres' alike
+        assert np.allclose(getattr(ours, side), getattr(theirs, side), rtol=0.0, atol=1e-9)
     # What is known only leaves out pairs that are not that near.
     row_of = {p: row for row, p in enumerate(ours.pairs.tolist())}
     for p, d in zip(fresh.pairs.tolist(), fresh.distance):

@@ -434,6 +434,8 @@ class CollisionModel:
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
 
+        numpy's twin of kernels.proximity.sphere_witnesses.
+
         ``centres``: the sphere centres (P, 3), (P, 3) that ``_bounds`` gave. A
         half-space's point is the foot of the sphere's centre on its plane, the
         normal into it.
@@ -496,8 +498,15 @@ class CollisionModel:
             witnesses[row, 6:9] = result.normal
         if len(rows) < k:
             coarse = ~fine
-            pa, pb, nrm = self._sphere_witnesses(near[coarse], centres)
-            witnesses[coarse] = np.hstack((pa, pb, nrm))
+            if self._kernels.compiled:
+                spheres = np.empty((k - len(rows), 9))
+                self._kernels.proximity.sphere_witnesses(
+                    near[coarse], centres[0], centres[1], self._radius, self._w_radius,
+                    self._w_plane, self._w_normal, self._w_offset, self._pa, self._pb, spheres)
+                witnesses[coarse] = spheres
+            else:
+                pa, pb, nrm = self._sphere_witnesses(near[coarse], centres)
+                witnesses[coarse] = np.hstack((pa, pb, nrm))
         return dist, witnesses[:, 0:3], witnesses[:, 3:6], witnesses[:, 6:9]
 
     def gradients(self, q, near: PairDistances) -> FloatArray:

@@ -350,3 +350,51 @@ def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out
         for i in range(n):
             value += sweep[p, i] * abs(stop_out[i] - q1[i])
         need_out[p] = margin + value
+
+
+def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
+    """Write the bounding spheres' nearest points and normals of pairs ``rows``, base frame.
+
+    CollisionModel._sphere_witnesses is the numpy twin. A half-space's
+    point is the foot of the sphere's centre on its plane, the normal into
+    it; two coincident centres get a zero normal.
+
+    Args:
+        rows: (R,) int, checked pairs.
+        ca: (P, 3) each pair's first sphere centre, base frame (posed_bounds).
+        cb: (P, 3) its second's.
+        radius: (S,) robot shapes' bounding-sphere radii, m.
+        w_radius: (W,) obstacles' radii, m (inf for a half-space).
+        w_plane: (W,) bool, the obstacle is a half-space.
+        w_normal: (W, 3) a half-space's outward normal.
+        w_offset: (W,) a half-space's plane offset along its normal, m.
+        pa: (P,) int, each pair's first shape (a robot shape).
+        pb: (P,) int, its second: a robot shape (< S) or obstacle S + w.
+        out: (R, 9) written: point on a, point on b, unit normal from a toward b.
+
+    """
+    n_robot = radius.shape[0]
+    for r in range(rows.shape[0]):
+        p = rows[r]
+        ax, ay, az = ca[p, 0], ca[p, 1], ca[p, 2]
+        bx, by, bz = cb[p, 0], cb[p, 1], cb[p, 2]
+        ra = radius[pa[p]]
+        b = pb[p]
+        w = b - n_robot
+        if w >= 0 and w_plane[w]:
+            ux, uy, uz = w_normal[w, 0], w_normal[w, 1], w_normal[w, 2]
+            height = ax * ux + ay * uy + az * uz - w_offset[w]
+            nx, ny, nz = -ux, -uy, -uz
+            bx, by, bz = ax - height * ux, ay - height * uy, az - height * uz
+            rb = 0.0
+        else:
+            rb = radius[b] if w < 0 else w_radius[w]
+            gx, gy, gz = bx - ax, by - ay, bz - az
+            norm = math.sqrt(gx * gx + gy * gy + gz * gz)
+            if norm > 0.0:
+                nx, ny, nz = gx / norm, gy / norm, gz / norm
+            else:
+                nx, ny, nz = 0.0, 0.0, 0.0
+        out[r, 0], out[r, 1], out[r, 2] = ax + ra * nx, ay + ra * ny, az + ra * nz
+        out[r, 3], out[r, 4], out[r, 5] = bx - rb * nx, by - rb * ny, bz - rb * nz
+        out[r, 6], out[r, 7], out[r, 8] = nx, ny, nz
