@@ -107,6 +107,7 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     # The guard's braking dip, with the argument types a tick passes.
     model.kernels.proximity.braking_dip(grads, np.full(chain.n, 0.5), np.full(chain.n, 5.0),
                                         np.empty(len(grads)))
+    model.gradients_and_dip(q0, near, np.full(chain.n, 0.5), np.full(chain.n, 5.0))
     # The guard's stopping point and slid goal, with the argument types a tick passes.
     model.kernels.proximity.stop_and_need(
         np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),

@@ -188,6 +188,13 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, 
         fresh = model.distances(q, NEAR)   # nothing known: every pair is judged afresh
         assert np.allclose(model.gradients(q, ours), twin.gradients(q, ours),
                            rtol=0.0, atol=1e-12)
+        # The guard's one-call gradients and braking dips, against numpy's two.
+        from ik_node.core.collision.guard import linearised_braking_dip
+        v, a = np.linspace(-1.5, 1.0, chain.n), np.where(np.arange(chain.n) % 3, 5.0, np.inf)
+        grads, dip = model.gradients_and_dip(q, ours, v, a)
+        assert np.allclose(grads, twin.gradients(q, ours), rtol=0.0, atol=1e-12)
+        assert np.allclose(dip, linearised_braking_dip(twin.gradients(q, ours), v, a),
+                           rtol=0.0, atol=1e-12)
     finally:
         model.set_obstacles({})
     assert np.array_equal(ours.pairs, theirs.pairs)

@@ -335,14 +335,12 @@ class CollisionGuard:
         distance gradient g it is piecewise quadratic in t, and its minimum
         is at a stop time or at a vertex between two.
         """
-        grads = self._gradients(q1, near)
         kernels = self.model.kernels
         if kernels.compiled:
-            out = np.empty(len(grads))
-            kernels.proximity.braking_dip(grads, np.ascontiguousarray(v1, dtype=np.float64),
-                                          np.ascontiguousarray(a_max, dtype=np.float64), out)
-            return out
-        return linearised_braking_dip(grads, v1, a_max)
+            grads, dip = self.model.gradients_and_dip(q1, near, v1, a_max)
+            self._last_gradients = (near, grads)
+            return dip
+        return linearised_braking_dip(self._gradients(q1, near), v1, a_max)
 
     def _gradients(self, q: FloatArray, near: PairDistances) -> FloatArray:
         """Return (K, n) the pairs' distance gradients at q (the last kept for a slide)."""

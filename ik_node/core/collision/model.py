@@ -548,6 +548,25 @@ class CollisionModel:
             rate += sign * moves * along
         return rate @ self._to_free
 
+    def gradients_and_dip(self, q, near: PairDistances, v1: FloatArray, a_max: FloatArray
+                          ) -> Tuple[FloatArray, FloatArray]:
+        """Return each near pair's gradient (K, n) at q and its braking dip (K,), m (compiled).
+
+        :meth:`gradients` and ``guard.linearised_braking_dip`` from joint
+        velocities v1 (n,) rad/s at limits a_max (n,) rad/s^2, in one kernel
+        call (kernels.proximity.gradients_and_dip); the numba backend only.
+        """
+        k = len(near.pairs)
+        grads, dip = np.empty((k, self.chain.n)), np.empty(k)
+        if k == 0:
+            return grads, dip
+        self._kernels.proximity.gradients_and_dip(
+            self._frames_of(q), self._axes, self._prismatic, self._frame, self._pa, self._pb,
+            near.pairs, near.point_a, near.point_b, near.normal, self._to_free,
+            np.ascontiguousarray(v1, dtype=np.float64),
+            np.ascontiguousarray(a_max, dtype=np.float64), grads, dip)
+        return grads, dip
+
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
         """Return (link, shape, (4, 4) pose in the base frame) of every robot shape at q."""
         rot, pos = self.shape_poses(q)

@@ -398,3 +398,43 @@ def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset
         out[r, 0], out[r, 1], out[r, 2] = ax + ra * nx, ay + ra * ny, az + ra * nz
         out[r, 3], out[r, 4], out[r, 5] = bx - rb * nx, by - rb * ny, bz - rb * nz
         out[r, 6], out[r, 7], out[r, 8] = nx, ny, nz
+
+
+def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
+                      normal, to_free, v1, a_max, grads_out, dip_out):
+    """Write the pairs' distance gradients over the free joints and their braking dips.
+
+    One call for what the guard needs at a configuration on a braking path:
+    ``distance_rates`` mapped to the free joints (CollisionModel.gradients),
+    then ``braking_dip``.
+
+    Args:
+        frames: (M, 12) joint frames after motion, base frame.
+        axes: (M, 3) each joint's axis in its own frame.
+        prismatic: (M,) bool.
+        frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        pa: (P,) int, each checked pair's first shape.
+        pb: (P,) int, its second (a robot shape, or S + an obstacle).
+        pairs: (K,) int, the pairs to judge.
+        point_a: (K, 3) their nearest points on a, base frame, m.
+        point_b: (K, 3) on b.
+        normal: (K, 3) unit normals from a toward b.
+        to_free: (M, n) each joint frame's rate per free joint (mimic multipliers).
+        v1: (n,) joint velocities where braking starts, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf: stops at once).
+        grads_out: (K, n) written: d(distance)/dq, m per rad.
+        dip_out: (K,) written: the lowest linearised change while braking, m (<= 0).
+
+    """
+    count = pairs.shape[0]
+    m_frames = frames.shape[0]
+    rate = np.empty((count, m_frames))
+    distance_rates(frames, axes, prismatic, frame_of, pa[pairs], pb[pairs], point_a, point_b,
+                   normal, rate)
+    for k in range(count):
+        for j in range(to_free.shape[1]):
+            value = 0.0
+            for m in range(m_frames):
+                value += rate[k, m] * to_free[m, j]
+            grads_out[k, j] = value
+    braking_dip(grads_out, v1, a_max, dip_out)
