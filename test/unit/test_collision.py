@@ -737,3 +737,24 @@ def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data)
             model.set_backend('auto')
         assert np.allclose(s_out, stop, rtol=0.0, atol=1e-12), backend
         assert np.allclose(n_out, need, rtol=0.0, atol=1e-12), backend
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1), pairs=st.integers(0, 12))
+def test_a_bound_is_remembered_only_where_it_is_tighter_than_what_was_held(seed, pairs):
+    """The guard's memory update keeps a pair's new bound and q only where it beats the held one."""
+    from ik_node.core.kernels import proximity
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(-1.0, 1.0, 7)
+    floors = rng.uniform(-0.1, 0.3, pairs)
+    held = np.where(rng.uniform(size=pairs) < 0.2, -np.inf, rng.uniform(-0.1, 0.3, pairs))
+    start_d, start_q = rng.uniform(-0.1, 0.3, pairs), rng.uniform(-1.0, 1.0, (pairs, 7))
+    paths = [proximity] + [k for k in [compiled_proximity()] if k is not None]
+    for kernels in paths:
+        known_d, known_q = start_d.copy(), start_q.copy()
+        kernels.remember(q, floors, held, known_d, known_q)
+        for p in range(pairs):
+            if floors[p] > held[p]:
+                assert known_d[p] == floors[p] and np.array_equal(known_q[p], q)
+            else:
+                assert known_d[p] == start_d[p] and np.array_equal(known_q[p], start_q[p])

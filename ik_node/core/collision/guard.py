@@ -170,9 +170,14 @@ class CollisionGuard:
             return None
         # _clear left the remembered bounds at q in _floors: the model starts from them.
         near = self.model.distances(q, need, self.margin + EXACT_REACH, self._floors)
-        better = near.floors > self._floors   # tighter at q than what was remembered
-        self._pair_distance[better] = near.floors[better]
-        self._pair_q[better] = q
+        if self.model.kernels.compiled:   # tighter at q than what was remembered
+            self.model.kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64),
+                                                  near.floors, self._floors,
+                                                  self._pair_distance, self._pair_q)
+        else:
+            better = near.floors > self._floors
+            self._pair_distance[better] = near.floors[better]
+            self._pair_q[better] = q
         if len(self._known) >= 4 and key not in self._known:
             self._known.pop(next(iter(self._known)))
         self._known[key] = (need, near)
@@ -208,7 +213,6 @@ class CollisionGuard:
         """
         self._follow_model()
         stop, need = self._stop_and_need(q1, v1, a_max, lower, upper)
-        now = self._allowed_at(q)
         # Every pair the braking path from q1 may reach is judged along it, not
         # only those near q1: a small obstacle between q1 and a free stopping
         # point is on the way (found by a sweep: the panda's wrist braked
@@ -218,7 +222,7 @@ class CollisionGuard:
         # way it covers: 1.5 mm over 0.15 rad with one). q1 is judged first:
         # most refusals are found there, before the path's points are made.
         near = self._near(q1, need)
-        if not self._keeps(q1, v1, near, now, a_max):
+        if not self._keeps(q1, v1, near, q, a_max):
             return False
         pieces = self._path_pieces(near, need)
         states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
@@ -229,25 +233,31 @@ class CollisionGuard:
             # a point on the path: the pairs its own piece may reach
             near = self._near(config, None if v is None else
                               self._need_between(config, states[k + 1][0]))
-            if not self._keeps(config, v, near, now, a_max):
+            if not self._keeps(config, v, near, q, a_max):
                 return False
         return True
 
     def _keeps(self, config: FloatArray, v: Optional[FloatArray], near: Optional[PairDistances],
-               allowed: FloatArray, a_max: FloatArray) -> bool:
-        """Return True when no near pair at config, braking from v, ends below what is allowed.
+               q: FloatArray, a_max: FloatArray) -> bool:
+        """Return True when no near pair at config, braking from v, ends below what q allows.
 
-        ``allowed`` (P,): each pair's least distance, m (``_allowed_at``).
         Each pair is judged by its distance at config and its linearised
-        dip while the joints brake from v (None or zero: at rest). A refusal
-        is kept for the slide (``slid_goal``) and the report.
+        dip while the joints brake from v (None or zero: at rest), against
+        the margin, or less for a pair already inside it at q, the command
+        now (``_allowed_at``, asked only when a pair ends inside the margin).
+        A refusal is kept for the slide (``slid_goal``) and the report.
         """
         if near is None:
             return True
         low = near.distance
         if v is not None and np.any(v != 0.0):
             low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
-        short = np.flatnonzero(low < allowed[near.pairs] - DISTANCE_TOL)
+        # What q allows is at most the margin: rows at or above it keep it.
+        inside = np.flatnonzero(low < self.margin - DISTANCE_TOL)
+        if not inside.size:
+            return True
+        allowed = self._allowed_at(q)[near.pairs[inside]]
+        short = inside[low[inside] < allowed - DISTANCE_TOL]
         if short.size:
             self._refused = (config, near, int(short[0]))
             return False

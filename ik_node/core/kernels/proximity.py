@@ -438,3 +438,24 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
                 value += rate[k, m] * to_free[m, j]
             grads_out[k, j] = value
     braking_dip(grads_out, v1, a_max, dip_out)
+
+
+def remember(q, floors, held, known_distance, known_at):
+    """Keep each pair's bound at q where it is tighter than what was held there.
+
+    The guard's memory (collision.guard.CollisionGuard._near; numpy's three
+    masked assignments are the twin).
+
+    Args:
+        q: (n,) the joints the bounds hold at, rad.
+        floors: (P,) each pair's lower bound at q just computed, m.
+        held: (P,) what the remembered bounds left at q, m (known_floors).
+        known_distance: (P,) written where tighter: the bound, m.
+        known_at: (P, n) written where tighter: q.
+
+    """
+    for p in range(floors.shape[0]):
+        if floors[p] > held[p]:
+            known_distance[p] = floors[p]
+            for i in range(q.shape[0]):
+                known_at[p, i] = q[i]
