@@ -742,7 +742,7 @@ def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data)
 @settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), pairs=st.integers(0, 12))
 def test_a_bound_is_remembered_only_where_it_is_tighter_than_what_was_held(seed, pairs):
-    """The guard's memory update keeps a pair's new bound and q only where it beats the held one."""
+    """The guard's memory keeps a pair's new bound and q only where it beats the held one."""
     from ik_node.core.kernels import proximity
     rng = np.random.default_rng(seed)
     q = rng.uniform(-1.0, 1.0, 7)

@@ -126,6 +126,7 @@ class CollisionGuard:
         self._pair_q = np.zeros((pairs, n))
         self._floors = np.empty(pairs)   # scratch: what they leave at a configuration
         self._margin_need = np.full(pairs, self.margin)   # what a configuration at rest needs
+        self._exact_need = np.full(pairs, self.margin + EXACT_REACH)   # coal's, not spheres'
         self._allowed: Optional[Tuple[bytes, FloatArray]] = None   # _allowed_at's last
         self._revision = self.model.revision
         self._generation += 1
@@ -169,7 +170,7 @@ class CollisionGuard:
         if self._clear(q, need):
             return None
         # _clear left the remembered bounds at q in _floors: the model starts from them.
-        near = self.model.distances(q, need, self.margin + EXACT_REACH, self._floors)
+        near = self.model.distances(q, need, self._exact_need, self._floors)
         if self.model.kernels.compiled:   # tighter at q than what was remembered
             self.model.kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64),
                                                   near.floors, self._floors,

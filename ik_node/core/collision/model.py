@@ -94,8 +94,6 @@ class PairDistances:
             the bounding spheres' witnesses).
         floors: (P,) a lower bound of every checked pair's distance, m:
             the exact distance where a row is exact.
-        lowest: the smallest distance or bound over every checked pair, m
-            (a bound when no pair is below the threshold).
 
     """
 
@@ -106,7 +104,15 @@ class PairDistances:
     normal: FloatArray
     exact: npt.NDArray[np.bool_]
     floors: FloatArray
-    lowest: float
+
+    @property
+    def lowest(self) -> float:
+        """The smallest distance or bound over every checked pair, m (a bound when none is listed).
+
+        Computed when asked (the guard never asks).
+        """
+        low = float(self.floors.min()) if len(self.floors) else math.inf
+        return min(low, float(self.distance.min())) if len(self.distance) else low
 
 
 class CollisionModel:
@@ -425,11 +431,10 @@ class CollisionModel:
             fine = bound[near] < exact[near]
         if not len(near):   # free: the bounds are the answer (most queries of a tick)
             return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
-                                 floors_out, float(floors_out.min()) if count else math.inf)
+                                 floors_out)
         dist, pa, pb, nrm = self._exact(near, fine, rot, pos, centres, bound)
         floors_out[near[fine]] = dist[fine]
-        return PairDistances(near, dist, pa, pb, nrm, fine, floors_out,
-                             min(float(floors_out.min()), float(dist.min())))
+        return PairDistances(near, dist, pa, pb, nrm, fine, floors_out)
 
     def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
         """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
