@@ -21,6 +21,8 @@ own base) by the tracker and the 250 Hz jerk-limited command stream, once
 with the collision guard and once without. Per tick: the limiting step's
 time with and without the guard (median and 99th percentile) and the lowest
 distance over every committed point sampled at 1 kHz (the margin it keeps);
+the work per guarded step, which no load changes: distance queries (each a
+configuration posed) and coal queries, mean and 99th percentile;
 per run, the searches for a free IK solution (how many, the longest:
 ik_node.core.collision.free). A last pair of columns compares the model's
 distance query (bounding spheres, then coal's narrow phase for the
@@ -127,8 +129,39 @@ def timed(function, times):
     return wrapper
 
 
-def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
-    """Drive the arm through four targets; return (step times s, free-search times s, lowest m)."""
+def counted(tracker, model, work):
+    """Count each step's distance queries and coal queries into ``work`` [(queries, exact)].
+
+    The model's ``distances`` is wrapped on the instance only while a step
+    of ``tracker`` runs (the bench's own 1 kHz samples are not counted).
+    Counts do not depend on the machine's speed or load, where times do;
+    the wrappers add about a microsecond to each step timed around them.
+    """
+    original, step = model.distances, tracker._step
+    current = [0, 0]
+
+    def distances(*args, **kwargs):
+        out = original(*args, **kwargs)
+        current[0] += 1
+        current[1] += int(out.exact.sum())
+        return out
+
+    def counted_step(*args, **kwargs):
+        current[:] = [0, 0]
+        model.distances = distances
+        try:
+            return step(*args, **kwargs)
+        finally:
+            del model.distances   # the class's method again
+            work.append(tuple(current))
+    tracker._step = counted_step
+
+
+def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0, work=None):
+    """Drive the arm through four targets; return (step times s, free-search times s, lowest m).
+
+    ``work``: a list to append each step's (distance queries, coal queries) to.
+    """
     solver = make_solver(chain, 'auto')
     solver.warm_up(q0)   # as the node does before its first tick
     tracker = MotionTracker(chain, solver, TrackerConfig(), q0, 0.0)
@@ -136,6 +169,8 @@ def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0):
     tracker.guard = guard
     stream = CommandStream(tracker, PERIOD, controller_lead(PERIOD, 0.03), 500.0, budget_s=0.03)
     step_times, search_times = [], []
+    if work is not None:
+        counted(tracker, model, work)
     tracker._step = timed(tracker._step, step_times)
     if guard is not None:
         free = tracker.goals.free
@@ -479,7 +514,7 @@ def run(args):
         chain, model = arm_and_model(arm)
         q0 = np.array(HOME[arm])
         for count in args.counts:
-            plain, guarded, searches, lowest = [], [], [], math.inf
+            plain, guarded, searches, lowest, work = [], [], [], math.inf, []
             for _ in range(args.runs):
                 scene = int(rng.integers(2 ** 31))
                 obstacles = random_obstacles(model, q0, np.random.default_rng(scene), count)
@@ -487,7 +522,7 @@ def run(args):
                                     obstacles)
                 plain.append(steps)
                 steps, searched, low = drive(chain, model, q0, np.random.default_rng(scene),
-                                             True, obstacles)
+                                             True, obstacles, work=work)
                 guarded.append(steps)
                 searches.extend(searched)
                 lowest = min(lowest, low)
@@ -501,6 +536,11 @@ def run(args):
                          'guarded_p99_ms': 1e3 * float(np.percentile(g, 99)),
                          'constraint_p50_ms': 1e3 * float(np.median(g) - np.median(p)),
                          'lowest_distance_m': lowest,
+                         'queries_mean_p99': '%.1f / %d' % (np.mean([w[0] for w in work]),
+                                                            np.percentile([w[0] for w in work],
+                                                                          99)),
+                         'coal_mean_p99': '%.1f / %d' % (np.mean([w[1] for w in work]),
+                                                         np.percentile([w[1] for w in work], 99)),
                          'free_searches': len(searches),
                          'free_search_max_ms': 1e3 * max(searches, default=0.0),
                          'query_ours_ms': 1e3 * ours, 'query_coal_broadphase_ms': 1e3 * theirs,
@@ -518,8 +558,9 @@ def run(args):
           f'obstacle, one into the base), 250 Hz steps, margin {MARGIN} m; the limiting step '
           f'timed without and with the guard; lowest distance over 1 kHz samples')
     keys = ['arm', 'obstacles', 'pairs', 'step_p50_ms', 'step_p99_ms', 'guarded_p50_ms',
-            'guarded_p99_ms', 'constraint_p50_ms', 'lowest_distance_m', 'free_searches',
-            'free_search_max_ms', 'query_ours_ms', 'query_coal_broadphase_ms']
+            'guarded_p99_ms', 'constraint_p50_ms', 'queries_mean_p99', 'coal_mean_p99',
+            'lowest_distance_m', 'free_searches', 'free_search_max_ms', 'query_ours_ms',
+            'query_coal_broadphase_ms']
     print_table(keys, [[cell(r[k]) for k in keys] for r in rows])
     print("every checked pair's exact distance at 100 random configurations, the same shapes "
           "(meshes: the same hulls), each library's default GJK: median per configuration")

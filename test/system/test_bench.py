@@ -236,3 +236,29 @@ def test_a_shared_memory_file_counts_as_left_only_when_no_live_process_uses_it()
         assert name not in shutdown._shm_in_use()
     finally:
         os.unlink(path)
+
+
+def test_the_collision_benchmark_counts_the_work_without_changing_a_step():
+    """Counting a guarded drive's queries leaves every step as it is, and counts each step.
+
+    The panda among 5 seeded obstacles, 0.4 s per target: with and without
+    the counting, the same number of steps and the same lowest distance;
+    every step counted once, queries only where the guard asked (some steps
+    need none, some need coal), and the model's own method back afterwards.
+    """
+    pytest.importorskip('coal', reason='coal is not installed: no collision model')
+    import numpy as np
+    from ik_node.bench import collision as bench
+    chain, model = bench.arm_and_model('panda')
+    q0 = np.array(bench.HOME['panda'])
+    obstacles = bench.random_obstacles(model, q0, np.random.default_rng(4), 5)
+    plain = bench.drive(chain, model, q0, np.random.default_rng(4), True, obstacles, 0.4)
+    work: list = []
+    counted = bench.drive(chain, model, q0, np.random.default_rng(4), True, obstacles, 0.4,
+                          work=work)
+    assert len(counted[0]) == len(plain[0]) == len(work)
+    assert counted[2] == plain[2]
+    queries = np.array(work)
+    assert queries.min() == 0 and queries[:, 1].max() > 0
+    assert np.all(queries[:, 1] >= 0) and np.all(queries[:, 0] <= 40)
+    assert 'distances' not in vars(model)   # the class's method again, not the wrapper
