@@ -22,7 +22,7 @@ own forward kinematics): not against coal or the code under test.
 import math
 
 from geometry_oracle import distance_interval, point_distance, RobotSolids
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
 import numpy as np
@@ -44,6 +44,9 @@ from ik_node.urdf import link_frames  # noqa: E402
 NEAR = 0.3
 # Distances agree to this (m): coal's GJK/EPA tolerance and the oracle's bound.
 TOL = 1e-5
+# coal's answers for one rigid pair posed two ways differ by up to this (m): its
+# GJK stops at a tolerance of 1e-6 (8e-7 m seen on the panda's links 1 and 3).
+GJK_NOISE = 5e-6
 
 
 def load(arm):
@@ -504,9 +507,16 @@ def test_what_a_guard_decides_does_not_depend_on_the_configurations_it_judged_be
 @given(unit=st.lists(st.floats(0.05, 0.95), min_size=7, max_size=7),
        step=st.lists(st.floats(-0.3, 0.3), min_size=7, max_size=7),
        centre=st.lists(st.floats(-0.7, 0.7), min_size=3, max_size=3))
+# A fresh-seed sweep: links 1 and 3 turned together by joint 1 alone (a sweep
+# bound of 0) changed by 1.4e-7 m, coal's GJK tolerance, not a motion.
+@example(unit=[0.9375, 0.5, 0.05, 0.5, 0.5, 0.5, 0.5], step=[0.25, 0, 0, 0, 0, 0, 0],
+         centre=[0.0, 0.0, 0.0])
 def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
         arm, unit, step, centre):
-    """|d(q + s dq) - d(q)| <= sweep @ |s dq| for every checked pair, sampled along s in [0, 1]."""
+    """|d(q + s dq) - d(q)| <= sweep @ |s dq| for every checked pair, sampled along s in [0, 1].
+
+    Up to GJK_NOISE: coal answers a rigid pair's distance to its tolerance.
+    """
     chain, xml, model, _ = arm_model(arm)
     q = q_within(chain, unit[:chain.n])
     dq = np.array(step[:chain.n])
@@ -521,7 +531,7 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
             change = np.abs(there.distance - start.distance)
             bound = model.sweep @ np.abs(s * dq)
             worst = int(np.argmax(change - bound))
-            assert change[worst] <= bound[worst] + 1e-9, (
+            assert change[worst] <= bound[worst] + GJK_NOISE, (
                 model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
     finally:
         model.set_obstacles({})
