@@ -104,12 +104,10 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     model.kernels.proximity.known_floors(np.asarray(q0, dtype=np.float64), near.floors,
                                          np.zeros((pairs, chain.n)), model.sweep,
                                          np.full(pairs, 0.01), np.empty(pairs))
-    # The guard's braking dip, with the argument types a tick passes.
-    model.kernels.proximity.braking_dip(grads, np.full(chain.n, 0.5), np.full(chain.n, 5.0),
-                                        np.empty(len(grads)))
     model.kernels.proximity.remember(np.asarray(q0, dtype=np.float64), near.floors,
                                      np.full(pairs, -np.inf), np.full(pairs, -np.inf),
                                      np.zeros((pairs, chain.n)))
+    # The guard's gradients with braking dips, with the argument types a tick passes.
     model.gradients_and_dip(q0, near, np.full(chain.n, 0.5), np.full(chain.n, 5.0))
     # The guard's stopping point and slid goal, with the argument types a tick passes.
     model.kernels.proximity.stop_and_need(

@@ -251,5 +251,5 @@ def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
     assert report['after'] == report['before']
     for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_rates', 'braking_dip',
                  'stop_and_need', 'slide_projection', 'sphere_witnesses',
-                 'gradients_and_dip', 'remember'):
+                 'gradients_and_dip', 'remember', 'distance_gradients'):
         assert report['before'][name] >= 1, name

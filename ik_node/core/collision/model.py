@@ -527,12 +527,9 @@ class CollisionModel:
         if k == 0:
             return np.zeros((0, n))
         if self._kernels.compiled:
-            rate = np.empty((k, len(self._axes)))
-            self._kernels.proximity.distance_rates(
-                self._frames_of(q), self._axes, self._prismatic, self._frame,
-                self._pa[near.pairs], self._pb[near.pairs], near.point_a, near.point_b,
-                near.normal, rate)
-            return rate @ self._to_free
+            grads = np.empty((k, n))
+            self._kernels.proximity.distance_gradients(*self._gradient_args(q, near), grads)
+            return grads
         table = np.array(self._frames_of(q)).reshape(-1, 12)
         z = np.einsum('mij,mj->mi', table[:, :9].reshape(-1, 3, 3), self._axes)
         origin = table[:, 9:]
@@ -566,11 +563,14 @@ class CollisionModel:
         if k == 0:
             return grads, dip
         self._kernels.proximity.gradients_and_dip(
-            self._frames_of(q), self._axes, self._prismatic, self._frame, self._pa, self._pb,
-            near.pairs, near.point_a, near.point_b, near.normal, self._to_free,
-            np.ascontiguousarray(v1, dtype=np.float64),
+            *self._gradient_args(q, near), np.ascontiguousarray(v1, dtype=np.float64),
             np.ascontiguousarray(a_max, dtype=np.float64), grads, dip)
         return grads, dip
+
+    def _gradient_args(self, q, near: PairDistances) -> tuple:
+        """Return the compiled gradient kernels' arguments for pairs ``near`` at q."""
+        return (self._frames_of(q), self._axes, self._prismatic, self._frame, self._pa,
+                self._pb, near.pairs, near.point_a, near.point_b, near.normal, self._to_free)
 
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
         """Return (link, shape, (4, 4) pose in the base frame) of every robot shape at q."""

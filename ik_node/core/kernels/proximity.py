@@ -400,13 +400,12 @@ def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset
         out[r, 6], out[r, 7], out[r, 8] = nx, ny, nz
 
 
-def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
-                      normal, to_free, v1, a_max, grads_out, dip_out):
-    """Write the pairs' distance gradients over the free joints and their braking dips.
+def distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
+                       normal, to_free, grads_out):
+    """Write the pairs' distance gradients over the free joints, (K, n).
 
-    One call for what the guard needs at a configuration on a braking path:
-    ``distance_rates`` mapped to the free joints (CollisionModel.gradients),
-    then ``braking_dip``.
+    ``distance_rates`` per joint frame, mapped to the free joints (mimic
+    multipliers): CollisionModel.gradients' compiled path.
 
     Args:
         frames: (M, 12) joint frames after motion, base frame.
@@ -420,10 +419,7 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
         point_b: (K, 3) on b.
         normal: (K, 3) unit normals from a toward b.
         to_free: (M, n) each joint frame's rate per free joint (mimic multipliers).
-        v1: (n,) joint velocities where braking starts, rad/s.
-        a_max: (n,) acceleration limits, rad/s^2 (inf: stops at once).
         grads_out: (K, n) written: d(distance)/dq, m per rad.
-        dip_out: (K,) written: the lowest linearised change while braking, m (<= 0).
 
     """
     count = pairs.shape[0]
@@ -437,6 +433,35 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
             for m in range(m_frames):
                 value += rate[k, m] * to_free[m, j]
             grads_out[k, j] = value
+
+
+def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
+                      normal, to_free, v1, a_max, grads_out, dip_out):
+    """Write the pairs' distance gradients (``distance_gradients``) and their braking dips.
+
+    One call for what the guard needs at a configuration on a braking path.
+    The arguments are distance_gradients', then:
+
+    Args:
+        frames: see distance_gradients.
+        axes: see distance_gradients.
+        prismatic: see distance_gradients.
+        frame_of: see distance_gradients.
+        pa: see distance_gradients.
+        pb: see distance_gradients.
+        pairs: see distance_gradients.
+        point_a: see distance_gradients.
+        point_b: see distance_gradients.
+        normal: see distance_gradients.
+        to_free: see distance_gradients.
+        v1: (n,) joint velocities where braking starts, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf: stops at once).
+        grads_out: (K, n) written: d(distance)/dq, m per rad.
+        dip_out: (K,) written: the lowest linearised change while braking, m (<= 0).
+
+    """
+    distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
+                       normal, to_free, grads_out)
     braking_dip(grads_out, v1, a_max, dip_out)
 
 
