@@ -27,8 +27,9 @@ import gc
 import sys
 
 from geometry_msgs.msg import PoseStamped
-from ik_node.ros.process import spin_until_interrupted
+from ik_node.ros.spin import serve, StopRequest
 import rclpy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 
 TOPIC_IN = '/ik_bench/relay/target_pose'
@@ -40,7 +41,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog='ik_node.bench.relay')
     parser.add_argument('--rate', type=float, default=0.0, help='timer rate, Hz (0: none)')
     args = parser.parse_args(argv)
-    rclpy.init()
+    stop = StopRequest()
+    stop.install()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node('ik_bench_relay')
     pub = node.create_publisher(JointState, TOPIC_OUT, 10)
 
@@ -59,7 +62,11 @@ def main(argv=None):
     if args.rate > 0.0:
         node.create_timer(1.0 / args.rate, tick)
     gc.freeze()  # as ik_node does: no full collection of start-up objects
-    spin_until_interrupted(node)
+    try:
+        serve(node, stop)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
     return 0
 
 

@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 from ik_node.core.warm import die_with_parent
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 
 
 # The benchmarks' domains, "first-last" (default 120-230): parallel runs on one
@@ -164,14 +164,3 @@ class NodeProcess:
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
         return code
-
-
-def spin_until_interrupted(node) -> None:
-    """Spin ``node`` until SIGINT / SIGTERM, then destroy it and shut rclpy down."""
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()

@@ -22,7 +22,7 @@ import gc
 import signal
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 
 class StopRequest:
@@ -65,3 +65,34 @@ def run(node, stop: StopRequest) -> int:
     finally:
         executor.shutdown(timeout_sec=1.0)
     return 0
+
+
+def serve(node, stop: StopRequest, on_error=None) -> None:
+    """Spin ``node`` until a stop is requested or rclpy is shut down; the executor shut down after.
+
+    For the helper processes (the viewer, the bench's relay): a signal only
+    counts (``stop``), so no KeyboardInterrupt lands inside rclpy's own code
+    (one inside a Task's constructor left a half-built Task whose finaliser
+    raised: seen in the viewer's tests).
+
+    Args:
+        node: the rclpy node to spin.
+        stop: an installed StopRequest.
+        on_error: called with an exception one spin slice raised, which is
+            then passed over; None: the exception ends the loop.
+
+    """
+    executor = SingleThreadedExecutor(context=node.context)
+    try:
+        executor.add_node(node)
+        while node.context.ok() and stop.count == 0:
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except ExternalShutdownException:
+                return
+            except Exception as exc:  # noqa: B902 - the caller decides
+                if on_error is None:
+                    raise
+                on_error(exc)
+    finally:
+        executor.shutdown(timeout_sec=1.0)

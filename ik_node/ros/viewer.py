@@ -49,15 +49,16 @@ from ik_node.core.collision.shapes import CollisionError
 from ik_node.core.rotations import matrix_to_quaternion
 from ik_node.ros.conversions import matrix_to_pose, pose_matrix, pose_to_matrix
 from ik_node.ros.handles import elbow_point, HandlePolicy, moved
+from ik_node.ros.spin import serve, StopRequest
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.visuals import load_visual_mesh, read_visuals
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback, Marker, MarkerArray
@@ -463,24 +464,19 @@ class ViewerNode(Node):
         self.pole_pub.publish(msg)
 
 
-def spin(node: Node) -> None:
-    """Spin until shut down; an error inside the executor is logged (throttled), not fatal.
+def spin(node: Node, stop: StopRequest) -> None:
+    """Spin until SIGINT / SIGTERM; an error inside the executor is logged (throttled), not fatal.
 
     Under load rclpy's take sometimes fails to convert a message it took
     ("Unable to convert call argument '0' to Python object"; seen in this
     viewer's tests, and in joint_state_publisher: ros/joint_state_publisher
     #117): that message is lost, the viewer draws the next one.
     """
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    while rclpy.ok():
-        try:
-            executor.spin_once(timeout_sec=0.1)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            raise
-        except Exception as exc:  # noqa: B902 - the viewer serves on; it commands nothing
-            node.get_logger().warning(f'a message was lost in rclpy ({type(exc).__name__}: '
-                                      f'{exc}); going on', throttle_duration_sec=5.0)
+    def lost(exc: Exception) -> None:
+        node.get_logger().warning(f'a message was lost in rclpy ({type(exc).__name__}: '
+                                  f'{exc}); going on', throttle_duration_sec=5.0)
+
+    serve(node, stop, on_error=lost)
 
 
 def main(argv=None) -> int:
@@ -497,7 +493,9 @@ def main(argv=None) -> int:
         print('ik_viewer: cannot start: viser is not installed (pip install viser)',
               file=sys.stderr)
         return 1
-    rclpy.init(args=ros_args)
+    stop = StopRequest()   # a signal is counted, never raised inside rclpy's code
+    stop.install()
+    rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
     server = viser.ViserServer(host=args.host, port=args.port, verbose=False)
     server.initial_camera.position = (1.8, 1.4, 1.3)
     server.initial_camera.look_at = (0.0, 0.0, 0.5)
@@ -506,14 +504,11 @@ def main(argv=None) -> int:
     print(f'ik_viewer: open http://localhost:{server.get_port()} '
           f'(ik_node {node.prefix})', flush=True)
     try:
-        spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin(node, stop)
     finally:
         server.stop()
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
     return 0
 
 
