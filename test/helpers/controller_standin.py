@@ -48,9 +48,10 @@ import argparse
 
 from ik_node.bench.standins import ForwardController, LagServo, MockHardware, Point, \
     Trajectory, TrajectoryController
-from ik_node.ros.process import spin_until_interrupted
+from ik_node.ros.spin import serve, StopRequest
 import numpy as np
 import rclpy
+from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -197,10 +198,16 @@ def main():
     parser.add_argument('--clock-offset', type=float, default=0.0,
                         help="this controller's clock minus the system clock, s")
     args = parser.parse_args()
-    rclpy.init()
+    stop = StopRequest()
+    stop.install()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node('controller_standin')
     StandIn(node, args)
-    spin_until_interrupted(node)
+    try:
+        serve(node, stop)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
 
 
 if __name__ == '__main__':
