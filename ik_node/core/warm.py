@@ -109,6 +109,8 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
                                      np.zeros((pairs, chain.n)))
     # The guard's gradients with braking dips, with the argument types a tick passes.
     model.gradients_and_dip(q0, near, np.full(chain.n, 0.5), np.full(chain.n, 5.0))
+    # The guard's path sweep, with the argument types a tick passes.
+    model.path_sweep(q0, np.full(chain.n, 0.1))
     # The guard's stopping point and slid goal, with the argument types a tick passes.
     model.kernels.proximity.stop_and_need(
         np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),

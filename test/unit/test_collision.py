@@ -537,6 +537,91 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
         model.set_obstacles({})
 
 
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(5), deadline=None)
+@given(unit=st.lists(st.floats(0.05, 0.95), min_size=7, max_size=7),
+       step=st.lists(st.floats(-0.4, 0.4), min_size=7, max_size=7),
+       windows=st.lists(st.tuples(st.floats(0.0, 0.9), st.floats(0.05, 1.0)), min_size=7,
+                        max_size=7),
+       centre=st.lists(st.floats(-0.7, 0.7), min_size=3, max_size=3))
+def test_a_path_sweep_bounds_every_pair_distance_change_when_the_joints_move_in_turn(
+        arm, unit, step, windows, centre):
+    """|d(q(s)) - d(q)| <= path_sweep(q, |dq|) @ |q(s) - q| on a path whose joints move in turn.
+
+    Joint i moves over its own window of s in [0, 1] (not a straight line in
+    joint space: the arms change as the joints before and after move), by
+    dq_i in all. Distances from coal at sampled points, up to GJK_NOISE; the
+    path's sweep is never above the model's static one, on both backends, and
+    never below the arms measured at any point of the path.
+    """
+    chain, xml, model, _ = arm_model(arm)
+    n = chain.n
+    q = q_within(chain, unit[:n])
+    dq = np.array(step[:n])
+    start_s = np.array([w[0] for w in windows[:n]])
+    end_s = np.minimum(1.0, start_s + np.array([w[1] for w in windows[:n]]))
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.1],
+                                              'position': centre})
+    model.set_obstacles({name: (shape,)})
+    try:
+        sweeps = []
+        for backend in ('numpy', 'numba') if compiled_proximity() is not None else ('numpy',):
+            model.set_backend(backend)
+            sweeps.append(model.path_sweep(q, np.abs(dq)))
+        model.set_backend('auto')
+        sweep = sweeps[0]
+        for other in sweeps[1:]:
+            assert np.allclose(other, sweep, rtol=0.0, atol=1e-12)
+        assert np.all(sweep <= model.sweep + 1e-12)
+        start = model.distances(q, math.inf)
+        assert start.pairs.size == len(model.pairs)
+        for s in np.linspace(0.05, 1.0, 20):
+            there_q = q + dq * np.clip((s - start_s) / (end_s - start_s), 0.0, 1.0)
+            # Each arm on the way (measured there, with no travel left) is within the path's.
+            assert np.all(model.path_sweep(there_q, np.zeros(n)) <= sweep + 1e-12), s
+            there = model.distances(there_q, math.inf)
+            change = np.abs(there.distance - start.distance)
+            bound = sweep @ np.abs(there_q - q)
+            worst = int(np.argmax(change - bound))
+            assert change[worst] <= bound[worst] + GJK_NOISE, (
+                model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
+    finally:
+        model.set_backend('auto')
+        model.set_obstacles({})
+
+
+def test_a_path_sweep_measures_the_arm_from_the_axis_where_the_path_starts():
+    """With no travel, a world pair's entry for the iiwa14's first joint (the base's z axis).
+
+    Reference: the robot shape's bounding sphere, posed by the tests' own
+    forward kinematics of its link (oracle.RawModel), its distance from the z
+    axis plus its radius; the static sweep's arm (a sum of link spans) is
+    larger wherever the arm is folded toward the axis.
+    """
+    chain, xml, model, raw = arm_model('iiwa14')
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.1],
+                                              'position': [0.6, 0.0, 0.3]})
+    model.set_obstacles({name: (shape,)})
+    try:
+        q = np.array([0.3, 0.9, -0.4, -1.6, 0.2, 1.1, 0.5])
+        values = dict(zip(chain.joint_names, q))
+        sweep = model.path_sweep(q, np.zeros(chain.n))
+        robot = model.robot_shapes(q)
+        tighter = 0
+        for p, (i, j) in enumerate(model.pairs):
+            if j < len(robot):
+                continue
+            link, body, _ = robot[i]
+            centre, radius = body.bounding_sphere()
+            world = raw.pose(chain.base_link, link, values) @ np.append(centre, 1.0)
+            arm = math.hypot(world[0], world[1]) + radius
+            assert sweep[p, 0] == pytest.approx(min(arm, model.sweep[p, 0]), abs=1e-9)
+            tighter += arm < model.sweep[p, 0] - 0.05
+        assert tighter >= 3
+    finally:
+        model.set_obstacles({})
+
+
 def test_the_library_chosen_gives_the_known_distances_of_the_comparison():
     """coal, the library the model uses, is exact on ik_bench collision's known answers.
 

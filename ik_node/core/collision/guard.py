@@ -19,10 +19,11 @@
 joints would come to rest if they braked at their acceleration limits,
 ``s = q1 + v1 |v1| / (2 a)`` (the limiting step's own braking rule). The
 step is admitted when, for every checked pair the path may reach (its
-sweep bound, ``CollisionModel.sweep``), the distance at q1, at s, at
-points along the path (one per PATH_PIECE of sweep) and the linearised dip
-from q1 are at least the margin, or (for a pair already inside the margin)
-not smaller than it is now. So:
+sweep bound: ``CollisionModel.sweep``, then ``path_sweep``, the same bound
+with the arms measured where the path starts), the distance at q1, at s,
+at points along the path (one per PATH_PIECE of sweep) and the linearised
+dip from each are at least the margin, or (for a pair already inside the
+margin) not smaller than it is now. So:
 
 * closing speed toward a surface is never more than braking can take back
   before the margin (the stopping point keeps it);
@@ -217,23 +218,26 @@ class CollisionGuard:
         # Every pair the braking path from q1 may reach is judged along it, not
         # only those near q1: a small obstacle between q1 and a free stopping
         # point is on the way (found by a sweep: the panda's wrist braked
-        # through one at 2 rad/s). The path is judged from configurations on
-        # it, each with its own linearised dip to the stop, as many as its
-        # sweep needs (the linearisation's error grows with the square of the
-        # way it covers: 1.5 mm over 0.15 rad with one). q1 is judged first:
-        # most refusals are found there, before the path's points are made.
-        near = self._near(q1, need)
-        if not self._keeps(q1, v1, near, q, a_max):
-            return False
-        pieces = self._path_pieces(near, need)
-        states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
+        # through one at 2 rad/s). The path is judged in pieces, from a
+        # configuration at the start of each, with its own linearised dip to
+        # the stop, as many as its sweep needs (the linearisation's error
+        # grows with the square of the way it covers: 1.5 mm over 0.15 rad
+        # with one). Each start lists only the pairs its own piece may reach;
+        # q1 is judged first: most refusals are found there.
+        if self._clear(q1, need):   # no pair can come inside the margin on the way
+            return True
+        # The same bound made tighter for this path: arms measured at q1.
+        travel = np.abs(stop - q1)
+        sweep = self.model.path_sweep(q1, travel)
+        need = self.margin + sweep @ travel
+        pieces = self._path_pieces(need)
+        states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
         if pieces > 1:
             states += self._braking_states(q1, v1, a_max, lower, upper, pieces)
         states.append((stop, None))
         for k, (config, v) in enumerate(states):
-            # a point on the path: the pairs its own piece may reach
             near = self._near(config, None if v is None else
-                              self._need_between(config, states[k + 1][0]))
+                              self._need_between(config, states[k + 1][0], sweep))
             if not self._keeps(config, v, near, q, a_max):
                 return False
         return True
@@ -296,22 +300,24 @@ class CollisionGuard:
         with np.errstate(divide='ignore', invalid='ignore'):
             travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
         stop = np.clip(q1 + travel, lower, upper)
-        return stop, self._need_between(q1, stop)
+        return stop, self._need_between(q1, stop, self.model.sweep)
 
-    def _need_between(self, a: FloatArray, b: FloatArray) -> FloatArray:
-        """Return (P,) the margin plus each pair's sweep bound over the way from a to b, m."""
-        return self.margin + self.model.sweep @ np.abs(b - a)
+    def _need_between(self, a: FloatArray, b: FloatArray, sweep: FloatArray) -> FloatArray:
+        """Return (P,) the margin plus each pair's sweep bound over the way from a to b, m.
 
-    def _path_pieces(self, near: Optional[PairDistances], need: FloatArray) -> int:
+        ``sweep``: (P, n) the model's, or a path's (``CollisionModel.path_sweep``)
+        when a and b are on that path.
+        """
+        return self.margin + sweep @ np.abs(b - a)
+
+    def _path_pieces(self, need: FloatArray) -> int:
         """Return how many pieces the braking path is judged in: one per PATH_PIECE of sweep.
 
-        Counted over the pairs near q1 that the path's sweep may bring inside
-        the margin: ``need`` (P,) m, each pair's margin plus its sweep to the stop.
+        Counted over the pairs whose known bound at q1 (``_clear`` left it in
+        ``_floors``) the path's sweep may bring inside the margin: ``need``
+        (P,) m, each pair's margin plus its sweep to the stop.
         """
-        if near is None or not near.pairs.size:
-            return 1
-        reach = need[near.pairs] - self.margin
-        reachable = reach[near.distance < need[near.pairs]]
+        reachable = (need - self.margin)[self._floors < need]
         if not reachable.size:
             return 1
         return int(min(MAX_PATH_PIECES, math.ceil(float(reachable.max()) / PATH_PIECE)))

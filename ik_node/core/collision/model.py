@@ -243,6 +243,7 @@ class CollisionModel:
         self._w_plane = np.array(planes, dtype=bool)
         self._w_normal = np.array([s.pose[:3, 2] for _, s in self._world]).reshape(-1, 3)
         self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
+        self._sweep_far, self._sweep_after = self._sweep_sides()
         self.sweep = self._sweep_matrix()
         # No distance known of any pair (distances' ``known`` when none is given).
         self._unknown = np.full(len(self.pairs), -math.inf)
@@ -274,15 +275,61 @@ class CollisionModel:
         Mimic joints count through their multipliers.
         """
         k = np.arange(self._arms.shape[1])
+        rows = np.where(k[None, :] > self._sweep_after[:, None], self._arms[self._sweep_far], 0.0)
+        return rows.reshape(len(self.pairs), len(k)) @ np.abs(self._to_free)
+
+    def _sweep_sides(self) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Return per pair (P,) the shape whose motion counts and the frame after which it does.
+
+        A world pair: its robot shape, every frame (-1). Two robot shapes: the
+        later one, the frames after the earlier one's.
+        """
         n_robot = len(self._robot)
-        rows = np.zeros((len(self.pairs), len(k)))
+        far = np.empty(len(self.pairs), dtype=np.int64)
+        after = np.full(len(self.pairs), -1, dtype=np.int64)
         for p, (i, j) in enumerate(self.pairs):
             if j >= n_robot:
-                rows[p] = self._arms[i]
+                far[p] = i
                 continue
-            near, far = (i, j) if self._frame[i] <= self._frame[j] else (j, i)
-            rows[p] = np.where(k > self._frame[near], self._arms[far], 0.0)
-        return rows @ np.abs(self._to_free)
+            near, far[p] = (i, j) if self._frame[i] <= self._frame[j] else (j, i)
+            after[p] = self._frame[near]
+        return far, after
+
+    def path_sweep(self, q, travel: FloatArray) -> FloatArray:
+        """Return (P, n) a sweep matrix for one joint path from q: ``sweep`` made tighter there.
+
+        On a path from q (n,) on which free joint i travels at most
+        ``travel[i]`` (rad, or m; any path), ``path_sweep(q, travel) @ travel``
+        bounds each pair's distance change (m), as ``sweep @ travel`` does for
+        any path; entry by entry it is at most ``sweep``. Each arm is the
+        shape's distance from the joint's axis at q, plus how far the joints
+        between may move it on the path (kernels.proximity.path_sweep).
+        """
+        travel = np.ascontiguousarray(travel, dtype=np.float64)
+        if self._kernels.compiled:
+            out = np.empty((len(self.pairs), self.chain.n))
+            self._kernels.proximity.path_sweep(
+                self._frames_of(q), self._axes, self._prismatic, self._frame, self._centre,
+                self._radius, self._arms, self._sweep_far, self._sweep_after, self._to_free,
+                travel, np.empty(self._arms.shape), out)
+            return out
+        rot_f, org_f = self._joint_frames(q)
+        rot, org = rot_f[1:], org_f[1:]                                   # (M, 3, 3), (M, 3)
+        centre = np.einsum('sij,sj->si', rot_f[self._frame + 1], self._centre) \
+            + org_f[self._frame + 1]                                       # (S, 3)
+        z = np.einsum('mij,mj->mi', rot, self._axes)
+        z /= np.maximum(np.linalg.norm(z, axis=1), 1e-300)[:, None]
+        perp = np.linalg.norm(_cross(centre[:, None, :] - org[None, :, :], z[None, :, :]),
+                              axis=2)                                      # (S, M)
+        moved = np.abs(self._to_free) @ travel                              # (M,)
+        reach = self._arms * moved[None, :]
+        later = np.cumsum(reach[:, ::-1], axis=1)[:, ::-1] - reach        # frames after m
+        lever = np.where(self._prismatic[None, :], self._arms,
+                         np.minimum(self._arms, perp + self._radius[:, None] + later))
+        m = np.arange(len(rot))
+        lever = np.where(m[None, :] <= self._frame[:, None], lever, 0.0)
+        rows = np.where(m[None, :] > self._sweep_after[:, None], lever[self._sweep_far], 0.0)
+        return rows.reshape(len(self.pairs), len(m)) @ np.abs(self._to_free)
 
     def pair_names(self, k: int) -> Tuple[str, str]:
         """Return the two names of checked pair k: link names, or a link and an obstacle."""

@@ -352,6 +352,77 @@ def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out
         need_out[p] = margin + value
 
 
+def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, after, to_free,
+               travel, lever, out):
+    """Write each pair's sweep (P, n) along a joint path starting at ``frames``: m per rad.
+
+    A tighter twin of the model's static sweep for one path on which free
+    joint i travels at most ``travel[i]`` (monotone or not: its total
+    variation). Joint frame m turning by 1 rad moves a point p of shape s by
+    ``|z_m x (p - o_m)|``, at most the distance from s's bounding-sphere
+    centre to m's axis plus its radius. On the path that distance changes
+    only through the frames between m and s's own (the frames up to m move
+    both together, m itself turns about its axis), each by at most its arm
+    (the static bound) times its travel. Each entry is the smaller of this
+    and the static arm; a prismatic frame's is 1 (m per m).
+
+    Args:
+        frames: (M, 12) joint frames at the path's start, base frame.
+        axes: (M, 3) each joint's axis in its own frame.
+        prismatic: (M,) bool.
+        frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        centre: (S, 3) bounding-sphere centres in their joint frames, m.
+        radius: (S,) bounding-sphere radii, m.
+        arms: (S, M) the static arms (CollisionModel._shape_arms), m per rad.
+        far: (P,) int, the pair's shape whose motion counts (a robot shape).
+        after: (P,) int, only frames after this one count (-1: all).
+        to_free: (M, n) each joint frame's rate per free joint (mimic multipliers).
+        travel: (n,) each free joint's travel on the path, rad (m).
+        lever: (S, M) scratch, written: each shape's arm on this path.
+        out: (P, n) written: the bound on each pair's distance change per
+            unit travel of each free joint, m per rad.
+
+    """
+    m_frames = frames.shape[0]
+    n = to_free.shape[1]
+    moved = np.zeros(m_frames)
+    for m in range(m_frames):
+        for j in range(n):
+            moved[m] += abs(to_free[m, j]) * travel[j]
+    for s in range(frame_of.shape[0]):
+        for m in range(m_frames):
+            lever[s, m] = 0.0
+        f = frame_of[s]
+        if f < 0:
+            continue
+        fr = frames[f]
+        cx = fr[0] * centre[s, 0] + fr[1] * centre[s, 1] + fr[2] * centre[s, 2] + fr[9]
+        cy = fr[3] * centre[s, 0] + fr[4] * centre[s, 1] + fr[5] * centre[s, 2] + fr[10]
+        cz = fr[6] * centre[s, 0] + fr[7] * centre[s, 1] + fr[8] * centre[s, 2] + fr[11]
+        later = 0.0   # how far the frames after m may move the centre on the path
+        for m in range(f, -1, -1):
+            if prismatic[m]:
+                lever[s, m] = arms[s, m]
+            else:
+                g = frames[m]
+                zx = g[0] * axes[m, 0] + g[1] * axes[m, 1] + g[2] * axes[m, 2]
+                zy = g[3] * axes[m, 0] + g[4] * axes[m, 1] + g[5] * axes[m, 2]
+                zz = g[6] * axes[m, 0] + g[7] * axes[m, 1] + g[8] * axes[m, 2]
+                dx, dy, dz = cx - g[9], cy - g[10], cz - g[11]
+                ex, ey, ez = dy * zz - dz * zy, dz * zx - dx * zz, dx * zy - dy * zx
+                norm = math.sqrt(zx * zx + zy * zy + zz * zz)
+                perp = math.sqrt(ex * ex + ey * ey + ez * ez) / norm if norm > 0.0 else 0.0
+                lever[s, m] = min(arms[s, m], perp + radius[s] + later)
+            later += arms[s, m] * moved[m]
+    for p in range(far.shape[0]):
+        s = far[p]
+        for j in range(n):
+            value = 0.0
+            for m in range(after[p] + 1, m_frames):
+                value += lever[s, m] * abs(to_free[m, j])
+            out[p, j] = value
+
+
 def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
     """Write the bounding spheres' nearest points and normals of pairs ``rows``, base frame.
 
