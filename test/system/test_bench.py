@@ -262,3 +262,28 @@ def test_the_collision_benchmark_counts_the_work_without_changing_a_step():
     assert queries.min() == 0 and queries[:, 1].max() > 0
     assert np.all(queries[:, 1] >= 0) and np.all(queries[:, 0] <= 40)
     assert 'distances' not in vars(model)   # the class's method again, not the wrapper
+
+
+def test_a_repeated_collision_drive_takes_the_same_steps_and_each_is_timed_by_its_fastest_run():
+    """``ik_bench collision --repeat``: the drives are deterministic, so steps pair up by index.
+
+    Two guarded drives of one scene count the same queries step by step;
+    ``fastest`` takes each step's minimum and refuses runs of different
+    lengths; a repeat below 1 is refused by the parser.
+    """
+    pytest.importorskip('coal', reason='coal is not installed: no collision model')
+    import argparse
+    import numpy as np
+    from ik_node.bench import collision as bench
+    chain, model = bench.arm_and_model('xarm7')
+    q0 = np.array(bench.HOME['xarm7'])
+    obstacles = bench.random_obstacles(model, q0, np.random.default_rng(9), 5)
+    works: list = [[], []]
+    for work in works:
+        bench.drive(chain, model, q0, np.random.default_rng(9), True, obstacles, 0.4, work=work)
+    assert works[0] == works[1] and any(w[1] for w in works[0])
+    assert bench.fastest([[3.0, 1.0, 2.0], [2.0, 4.0, 2.5]]).tolist() == [2.0, 1.0, 2.0]
+    with pytest.raises(RuntimeError, match='different numbers of steps'):
+        bench.fastest([[1.0, 2.0], [1.0]])
+    with pytest.raises(argparse.ArgumentTypeError):
+        bench.at_least_one('0')

@@ -311,7 +311,7 @@ class CollisionModel:
             self._kernels.proximity.path_sweep(
                 self._frames_of(q), self._axes, self._prismatic, self._frame, self._centre,
                 self._radius, self._arms, self._sweep_far, self._sweep_after, self._to_free,
-                travel, np.empty(self._arms.shape), out)
+                travel, out)
             return out
         rot_f, org_f = self._joint_frames(q)
         rot, org = rot_f[1:], org_f[1:]                                   # (M, 3, 3), (M, 3)

@@ -353,7 +353,7 @@ def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out
 
 
 def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, after, to_free,
-               travel, lever, out):
+               travel, out):
     """Write each pair's sweep (P, n) along a joint path starting at ``frames``: m per rad.
 
     A tighter twin of the model's static sweep for one path on which free
@@ -378,7 +378,6 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
         after: (P,) int, only frames after this one count (-1: all).
         to_free: (M, n) each joint frame's rate per free joint (mimic multipliers).
         travel: (n,) each free joint's travel on the path, rad (m).
-        lever: (S, M) scratch, written: each shape's arm on this path.
         out: (P, n) written: the bound on each pair's distance change per
             unit travel of each free joint, m per rad.
 
@@ -389,9 +388,9 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
     for m in range(m_frames):
         for j in range(n):
             moved[m] += abs(to_free[m, j]) * travel[j]
+    # suffix[s, m, j]: shape s's arms over frames m and after, per free joint j.
+    suffix = np.zeros((frame_of.shape[0], m_frames + 1, n))
     for s in range(frame_of.shape[0]):
-        for m in range(m_frames):
-            lever[s, m] = 0.0
         f = frame_of[s]
         if f < 0:
             continue
@@ -402,7 +401,7 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
         later = 0.0   # how far the frames after m may move the centre on the path
         for m in range(f, -1, -1):
             if prismatic[m]:
-                lever[s, m] = arms[s, m]
+                lever = arms[s, m]
             else:
                 g = frames[m]
                 zx = g[0] * axes[m, 0] + g[1] * axes[m, 1] + g[2] * axes[m, 2]
@@ -412,15 +411,13 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
                 ex, ey, ez = dy * zz - dz * zy, dz * zx - dx * zz, dx * zy - dy * zx
                 norm = math.sqrt(zx * zx + zy * zy + zz * zz)
                 perp = math.sqrt(ex * ex + ey * ey + ez * ez) / norm if norm > 0.0 else 0.0
-                lever[s, m] = min(arms[s, m], perp + radius[s] + later)
+                lever = min(arms[s, m], perp + radius[s] + later)
             later += arms[s, m] * moved[m]
+            for j in range(n):
+                suffix[s, m, j] = suffix[s, m + 1, j] + lever * abs(to_free[m, j])
     for p in range(far.shape[0]):
-        s = far[p]
         for j in range(n):
-            value = 0.0
-            for m in range(after[p] + 1, m_frames):
-                value += lever[s, m] * abs(to_free[m, j])
-            out[p, j] = value
+            out[p, j] = suffix[far[p], after[p] + 1, j]
 
 
 def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
