@@ -21,7 +21,6 @@ the node may take time to finish (a braking tail); a second exits at once.
 import gc
 import signal
 
-import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 
@@ -42,10 +41,22 @@ class StopRequest:
         signal.signal(signal.SIGTERM, self)
 
 
-def spin_until(executor, done) -> None:
-    """Spin in short slices (so a signal is seen within 0.1 s) until ``done()`` holds."""
-    while rclpy.ok() and not done():
-        executor.spin_once(timeout_sec=0.1)
+def spin_until(executor, done, on_error=None) -> None:
+    """Spin in short slices (so a signal is seen within 0.1 s) until ``done()`` holds.
+
+    Also ends when the executor's context is shut down. ``on_error``: called
+    with an exception one slice raised (not ExternalShutdownException), which
+    is then passed over; None: the exception ends the loop.
+    """
+    while executor.context.ok() and not done():
+        try:
+            executor.spin_once(timeout_sec=0.1)
+        except ExternalShutdownException:
+            raise
+        except Exception as exc:  # noqa: B902 - the caller decides
+            if on_error is None:
+                raise
+            on_error(exc)
 
 
 def run(node, stop: StopRequest) -> int:
@@ -85,14 +96,8 @@ def serve(node, stop: StopRequest, on_error=None) -> None:
     executor = SingleThreadedExecutor(context=node.context)
     try:
         executor.add_node(node)
-        while node.context.ok() and stop.count == 0:
-            try:
-                executor.spin_once(timeout_sec=0.1)
-            except ExternalShutdownException:
-                return
-            except Exception as exc:  # noqa: B902 - the caller decides
-                if on_error is None:
-                    raise
-                on_error(exc)
+        spin_until(executor, lambda: stop.count > 0, on_error)
+    except ExternalShutdownException:
+        pass
     finally:
         executor.shutdown(timeout_sec=1.0)

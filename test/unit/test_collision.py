@@ -502,6 +502,18 @@ def test_what_a_guard_decides_does_not_depend_on_the_configurations_it_judged_be
         model.set_obstacles({})
 
 
+def assert_changes_within(model, start, there, bound, where):
+    """Assert every pair's distance changed from ``start`` to ``there`` by at most ``bound`` (P,).
+
+    Both are ``distances`` of every checked pair; up to GJK_NOISE. ``where``
+    goes into the message, with the worst pair's names, change and bound.
+    """
+    change = np.abs(there.distance - start.distance)
+    worst = int(np.argmax(change - bound))
+    assert change[worst] <= bound[worst] + GJK_NOISE, (
+        model.pair_names(int(start.pairs[worst])), where, change[worst], bound[worst])
+
+
 @pytest.mark.parametrize('arm', sorted(ARMS))
 @settings(max_examples=examples(5), deadline=None)
 @given(unit=st.lists(st.floats(0.05, 0.95), min_size=7, max_size=7),
@@ -528,11 +540,7 @@ def test_the_sweep_bound_holds_every_pair_distance_change_along_a_joint_path(
         assert start.pairs.size == len(model.pairs)
         for s in np.linspace(0.1, 1.0, 10):
             there = model.distances(q + s * dq, math.inf)
-            change = np.abs(there.distance - start.distance)
-            bound = model.sweep @ np.abs(s * dq)
-            worst = int(np.argmax(change - bound))
-            assert change[worst] <= bound[worst] + GJK_NOISE, (
-                model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
+            assert_changes_within(model, start, there, model.sweep @ np.abs(s * dq), s)
     finally:
         model.set_obstacles({})
 
@@ -580,11 +588,7 @@ def test_a_path_sweep_bounds_every_pair_distance_change_when_the_joints_move_in_
             # Each arm on the way (measured there, with no travel left) is within the path's.
             assert np.all(model.path_sweep(there_q, np.zeros(n)) <= sweep + 1e-12), s
             there = model.distances(there_q, math.inf)
-            change = np.abs(there.distance - start.distance)
-            bound = sweep @ np.abs(there_q - q)
-            worst = int(np.argmax(change - bound))
-            assert change[worst] <= bound[worst] + GJK_NOISE, (
-                model.pair_names(int(start.pairs[worst])), s, change[worst], bound[worst])
+            assert_changes_within(model, start, there, sweep @ np.abs(there_q - q), s)
     finally:
         model.set_backend('auto')
         model.set_obstacles({})

@@ -227,9 +227,8 @@ class CollisionGuard:
         if self._clear(q1, need):   # no pair can come inside the margin on the way
             return True
         # The same bound made tighter for this path: arms measured at q1.
-        travel = np.abs(stop - q1)
-        sweep = self.model.path_sweep(q1, travel)
-        need = self.margin + sweep @ travel
+        sweep = self.model.path_sweep(q1, np.abs(stop - q1))
+        need = self._need_between(q1, stop, sweep)
         pieces = self._path_pieces(need)
         states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
         if pieces > 1:
