@@ -111,10 +111,14 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     model.gradients_and_dip(q0, near, np.full(chain.n, 0.5), np.full(chain.n, 5.0))
     # The guard's path sweep, with the argument types a tick passes.
     model.path_sweep(q0, np.full(chain.n, 0.1))
-    # The guard's stopping point and slid goal, with the argument types a tick passes.
+    # The guard's stopping point, braking path and slid goal, with a tick's argument types.
     model.kernels.proximity.stop_and_need(
         np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),
         chain.lower, chain.upper, model.sweep, 0.01, np.empty(chain.n), np.empty(pairs))
+    model.kernels.proximity.braking_path(
+        np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),
+        chain.lower, chain.upper, np.asarray(q0, dtype=np.float64), model.sweep, 0.01,
+        np.empty((3, chain.n)), np.empty((2, chain.n)), np.empty((2, pairs)))
     model.kernels.proximity.slide_projection(np.zeros(chain.n), grads, np.zeros(len(grads)),
                                              0.01, 15, np.empty(chain.n))
 

@@ -839,6 +839,97 @@ def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data)
 
 
 @settings(max_examples=examples(20), deadline=None)
+@given(data=st.data(), pieces=st.integers(1, 8))
+def test_the_braking_path_is_where_braking_at_the_limits_is_after_each_equal_time(data, pieces):
+    """Each row is where integrating the braking in small time steps puts the joints.
+
+    Reference: every joint decelerating at its own a_max from v until it
+    rests (at once with an infinite limit), integrated in 20,160 steps of the
+    whole time (to 1e-7 rad: a joint coming to rest inside a step) and
+    sampled at k of ``pieces`` equal times, clipped to the limits; the last
+    row is the stop given. Each piece's needs add each pair's sweep row times
+    the piece's way. Both backends, through the guard.
+    """
+    chain, _, model, _ = arm_model('panda')
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
+    n = chain.n
+    q1 = rng.uniform(chain.lower, chain.upper)
+    v1 = rng.uniform(-2.5, 2.5, n) * (rng.uniform(size=n) > 0.2)
+    a_max = np.where(rng.uniform(size=n) > 0.2, rng.uniform(1.0, 20.0, n), math.inf)
+    rests = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
+    steps = 840 * 24   # 840: every piece count up to 8 divides it
+    dt = float(rests.max()) / steps
+    q, v = q1.copy(), np.where(np.isfinite(a_max), v1, 0.0)   # infinite: at rest at once
+    expected = [q1.copy()]
+    for step in range(1, steps + 1):
+        dv = np.sign(v) * np.minimum(np.abs(v), a_max * dt)
+        q += (v - 0.5 * dv) * dt   # exact within a step of constant deceleration
+        v -= dv
+        if step % (steps // pieces) == 0 and len(expected) < pieces:
+            expected.append(np.clip(q, chain.lower, chain.upper))
+    stop = np.clip(q, chain.lower, chain.upper)
+    expected.append(stop)
+    expected = np.array(expected)
+    sweep = model.sweep
+    for backend in ('numpy', 'numba') if compiled_proximity() is not None else ('numpy',):
+        model.set_backend(backend)
+        try:
+            configs, speeds, got = CollisionGuard(model, 0.01)._braking_path(
+                q1, v1, a_max, chain.lower, chain.upper, stop, sweep, pieces)
+        finally:
+            model.set_backend('auto')
+        assert np.allclose(configs, expected, rtol=0.0, atol=1e-7), backend
+        assert np.array_equal(speeds[0], v1), backend
+        # Each joint slows toward rest and never turns back.
+        assert np.all(np.diff(np.abs(speeds), axis=0) <= 1e-12), backend
+        assert np.all(speeds * v1 >= 0.0), backend
+        ways = np.abs(np.diff(configs, axis=0))
+        needs = 0.01 + np.array([[sum(row[i] * way[i] for i in range(n)) for row in sweep]
+                                 for way in ways])
+        assert np.allclose(got, needs, rtol=0.0, atol=1e-12), backend
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+@settings(max_examples=examples(4), deadline=None)
+@given(unit=st.lists(st.floats(0.1, 0.9), min_size=7, max_size=7),
+       speed=st.lists(st.floats(-2.0, 2.0), min_size=7, max_size=7),
+       centre=st.lists(st.floats(-0.7, 0.7), min_size=3, max_size=3))
+def test_bounds_learnt_on_a_braking_path_stay_below_the_distances_on_it(
+        arm, unit, speed, centre):
+    """What PathBounds leaves at a point of the path is never above coal's distance there.
+
+    Exact distances learnt at each of 8 points of a braking path (with its
+    ``path_sweep``) are carried to every later point: each pair's bound
+    there stays at or below coal's distance, up to GJK_NOISE.
+    """
+    from ik_node.core.collision.guard import PathBounds
+    chain, xml, model, _ = arm_model(arm)
+    n = chain.n
+    q1, v1 = q_within(chain, unit[:n]), np.array(speed[:n])
+    a_max = np.full(n, 5.0)
+    name, shape = posed_obstacle(chain, xml, {'name': 'ball', 'shape': 'sphere', 'size': [0.1],
+                                              'position': centre})
+    model.set_obstacles({name: (shape,)})
+    try:
+        guard = CollisionGuard(model, 0.01)
+        stop, _ = guard._stop_and_need(q1, v1, a_max, chain.lower, chain.upper)
+        sweep = model.path_sweep(q1, np.abs(stop - q1))
+        configs, _, _ = guard._braking_path(q1, v1, a_max, chain.lower, chain.upper, stop,
+                                            sweep, 8)
+        exact = [model.distances(c, math.inf).distance for c in configs]
+        path = PathBounds(sweep, len(model.pairs), n)
+        for k, config in enumerate(configs):
+            floors = np.full(len(model.pairs), -math.inf)
+            path.tighten(model.kernels, config, np.zeros(len(model.pairs)), floors)
+            worst = int(np.argmax(floors - exact[k]))
+            assert floors[worst] <= exact[k][worst] + GJK_NOISE, (
+                model.pair_names(worst), k, floors[worst], exact[k][worst])
+            path.learn(model.kernels, config, exact[k])
+    finally:
+        model.set_obstacles({})
+
+
+@settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), pairs=st.integers(0, 12))
 def test_a_bound_is_remembered_only_where_it_is_tighter_than_what_was_held(seed, pairs):
     """The guard's memory keeps a pair's new bound and q only where it beats the held one."""

@@ -253,5 +253,5 @@ def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
     # braking_dip run inside distance_gradients and gradients_and_dip).
     for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_gradients',
                  'gradients_and_dip', 'stop_and_need', 'slide_projection', 'sphere_witnesses',
-                 'remember', 'path_sweep'):
+                 'remember', 'path_sweep', 'braking_path'):
         assert report['before'][name] >= 1, name

@@ -47,12 +47,14 @@ joints where it held; less the most the pair's distance can have changed
 since (``CollisionModel.sweep`` times the joints' travel) it bounds the
 pair's distance now. Pairs are posed and computed only when a bound drops
 below what the step needs of them, and only those pairs get coal's exact
-distance: free space costs one compiled pass over the pairs.
+distance: free space costs one compiled pass over the pairs. Along one
+braking path, bounds learnt at its points are also kept with the path's own
+sweep bound (:class:`PathBounds`), which loses less between them.
 """
 
 from dataclasses import dataclass
 import math
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from ik_node.core.collision.model import CollisionModel, known_floors, PairDistances
 import numpy as np
@@ -150,8 +152,8 @@ class CollisionGuard:
 
     # -- distances --------------------------------------------------------------
 
-    def _near(self, q: FloatArray, need: Optional[FloatArray] = None
-              ) -> Optional[PairDistances]:
+    def _near(self, q: FloatArray, need: Optional[FloatArray] = None,
+              path: Optional['PathBounds'] = None) -> Optional[PairDistances]:
         """Return the pairs closer than ``need`` at q (None: no pair is).
 
         ``need``: (P,) per checked pair (None: the margin), m: the margin plus
@@ -171,6 +173,8 @@ class CollisionGuard:
         if self._clear(q, need):
             return None
         # _clear left the remembered bounds at q in _floors: the model starts from them.
+        if path is not None and path.tighten(self.model.kernels, q, need, self._floors):
+            return None
         near = self.model.distances(q, need, self._exact_need, self._floors)
         if self.model.kernels.compiled:   # tighter at q than what was remembered
             self.model.kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64),
@@ -180,6 +184,8 @@ class CollisionGuard:
             better = near.floors > self._floors
             self._pair_distance[better] = near.floors[better]
             self._pair_q[better] = q
+        if path is not None:
+            path.learn(self.model.kernels, q, near.floors)
         if len(self._known) >= 4 and key not in self._known:
             self._known.pop(next(iter(self._known)))
         self._known[key] = (need, near)
@@ -228,18 +234,15 @@ class CollisionGuard:
             return True
         # The same bound made tighter for this path: arms measured at q1.
         sweep = self.model.path_sweep(q1, np.abs(stop - q1))
-        need = self._need_between(q1, stop, sweep)
-        pieces = self._path_pieces(need)
-        states: List[Tuple[FloatArray, Optional[FloatArray]]] = [(q1, v1)]
-        if pieces > 1:
-            states += self._braking_states(q1, v1, a_max, lower, upper, pieces)
-        states.append((stop, None))
-        for k, (config, v) in enumerate(states):
-            near = self._near(config, None if v is None else
-                              self._need_between(config, states[k + 1][0], sweep))
-            if not self._keeps(config, v, near, q, a_max):
+        pieces = self._path_pieces(self._need_between(q1, stop, sweep))
+        configs, speeds, needs = self._braking_path(q1, v1, a_max, lower, upper, stop, sweep,
+                                                    pieces)
+        path = PathBounds(sweep, len(self.model.pairs), len(q1))
+        for k in range(pieces):
+            if not self._keeps(configs[k], speeds[k], self._near(configs[k], needs[k], path),
+                               q, a_max):
                 return False
-        return True
+        return self._keeps(stop, None, self._near(stop, None, path), q, a_max)
 
     def _keeps(self, config: FloatArray, v: Optional[FloatArray], near: Optional[PairDistances],
                q: FloatArray, a_max: FloatArray) -> bool:
@@ -319,25 +322,34 @@ class CollisionGuard:
         reachable = (need - self.margin)[self._floors < need]
         if not reachable.size:
             return 1
-        return int(min(MAX_PATH_PIECES, math.ceil(float(reachable.max()) / PATH_PIECE)))
+        return int(min(MAX_PATH_PIECES, max(1, math.ceil(float(reachable.max()) / PATH_PIECE))))
 
-    @staticmethod
-    def _braking_states(q1: FloatArray, v1: FloatArray, a_max: FloatArray, lower: FloatArray,
-                        upper: FloatArray, pieces: int
-                        ) -> List[Tuple[FloatArray, Optional[FloatArray]]]:
-        """Return [(q, v)] at the inner ends of ``pieces`` equal times of braking from (q1, v1).
+    def _braking_path(self, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
+                      lower: FloatArray, upper: FloatArray, stop: FloatArray, sweep: FloatArray,
+                      pieces: int) -> Tuple[FloatArray, FloatArray, FloatArray]:
+        """Return the braking path from (q1, v1) in ``pieces`` equal times, and their needs.
 
-        Each joint brakes at its own limit (``a_max`` (n,)) to rest; positions
-        are kept within the limits.
+        (pieces + 1, n) joints: row k is where they are after k pieces (row 0:
+        q1, the last: ``stop``); (pieces, n) their velocities at the pieces'
+        starts, rad/s; (pieces, P) each pair's need over each piece (the
+        margin plus ``sweep`` (P, n), the path's bound, over the piece's way),
+        m. Each joint brakes at its own limit (``a_max`` (n,)) to rest;
+        positions are kept within the limits.
         """
+        configs, speeds = np.empty((pieces + 1, len(q1))), np.empty((pieces, len(q1)))
+        needs = np.empty((pieces, len(sweep)))
+        kernels = self.model.kernels
+        if kernels.compiled:
+            kernels.proximity.braking_path(q1, v1, a_max, lower, upper, stop, sweep, self.margin,
+                                           configs, speeds, needs)
+            return configs, speeds, needs
         stops, dec = _braking_profile(v1, a_max)
-        end = float(stops.max())
-        states: List[Tuple[FloatArray, Optional[FloatArray]]] = []
-        for k in range(1, pieces):
-            t = np.minimum(end * k / pieces, stops)
-            v = np.where(t < stops, v1 - dec * t, 0.0).astype(np.float64)
-            states.append((np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper), v))
-        return states
+        t = np.minimum(float(stops.max()) / pieces * np.arange(pieces)[:, None], stops)
+        speeds[:] = np.where(t < stops, v1 - dec * t, 0.0)
+        np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper, out=configs[:-1])
+        configs[0], configs[-1], speeds[0] = q1, stop, v1
+        needs[:] = self.margin + np.abs(np.diff(configs, axis=0)) @ sweep.T
+        return configs, speeds, needs
 
     def _braking_dip(self, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
                      near: PairDistances) -> FloatArray:
@@ -430,6 +442,53 @@ class CollisionGuard:
         self._free_for += dt
         if self._free_for >= HOLD_REPORTED_FOR:
             self.blocked = None
+
+
+class PathBounds:
+    """Lower bounds of pair distances learnt along one braking path, lost at the path's sweep.
+
+    The guard's memory holds bounds learnt anywhere, so it discounts them by
+    the model's static sweep bound (``CollisionModel.sweep``) times the joints'
+    travel. Bounds learnt at the points of one braking path and used at its
+    other points can be discounted by the path's own bound (``path_sweep``,
+    on the xarm7 0.66 as large): the way between two of its points is part
+    of the path, and each joint moves one way on it.
+
+    Args:
+        sweep: (P, n) the path's sweep bound, m per rad (m per m).
+        pairs: P, the model's checked pairs.
+        n: the joints.
+
+    """
+
+    def __init__(self, sweep: FloatArray, pairs: int, n: int):
+        """Start with nothing learnt (every bound -inf)."""
+        self.sweep = sweep
+        self.distance = np.full(pairs, -math.inf)   # (P,) m
+        self.at = np.zeros((pairs, n))                # (P, n) where each was learnt
+        self._held = np.empty(pairs)                  # what they leave at the last q asked
+
+    def tighten(self, kernels, q: FloatArray, need: FloatArray, floors: FloatArray) -> bool:
+        """Raise ``floors`` (P,) at q, a point of the path, to what was learnt; True if >= need.
+
+        ``kernels``: the model's backend. ``need`` (P,) m.
+        """
+        if kernels.compiled:
+            kernels.proximity.known_floors(q, self.distance, self.at, self.sweep, need,
+                                           self._held)
+        else:
+            self._held[:] = known_floors(q, self.distance, self.at, self.sweep)
+        np.maximum(floors, self._held, out=floors)
+        return bool(np.all(floors >= need))
+
+    def learn(self, kernels, q: FloatArray, floors: FloatArray) -> None:
+        """Keep bounds ``floors`` (P,) m computed at q where tighter (after ``tighten`` at q)."""
+        if kernels.compiled:
+            kernels.proximity.remember(q, floors, self._held, self.distance, self.at)
+            return
+        better = floors > self._held
+        self.distance[better] = floors[better]
+        self.at[better] = q
 
 
 def _braking_profile(v1: FloatArray, a_max: FloatArray) -> Tuple[FloatArray, FloatArray]:

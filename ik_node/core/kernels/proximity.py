@@ -352,6 +352,53 @@ def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out
         need_out[p] = margin + value
 
 
+def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, speeds_out,
+                 needs_out):
+    """Write the braking path from (q1, v1) in equal times, and what each piece needs.
+
+    The guard's (collision.guard.CollisionGuard._braking_path: its numpy
+    path is the twin). Each joint brakes at its own limit to rest
+    (``v t - sign(v) a t^2 / 2`` until ``|v| / a``), within the position
+    limits; the path's end is ``stop`` (stop_and_need's).
+
+    Args:
+        q1: (n,) joints, rad.
+        v1: (n,) their velocities, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf: stops at once).
+        lower: (n,) lower position limits, rad.
+        upper: (n,) upper position limits, rad.
+        stop: (n,) where braking ends, rad.
+        sweep: (P, n) the path's sweep bound, m per rad.
+        margin: m.
+        configs_out: (K + 1, n) written: the joints after k of K equal times
+            (row 0: q1, row K: stop), rad.
+        speeds_out: (K, n) written: their velocities at the pieces' starts, rad/s.
+        needs_out: (K, P) written: margin + ``sweep . |configs[k + 1] - configs[k]|``, m.
+
+    """
+    pieces, n = speeds_out.shape[0], q1.shape[0]
+    end = 0.0
+    for i in range(n):
+        if math.isfinite(a_max[i]):
+            end = max(end, abs(v1[i]) / a_max[i])
+    for i in range(n):
+        configs_out[0, i], speeds_out[0, i], configs_out[pieces, i] = q1[i], v1[i], stop[i]
+        finite = math.isfinite(a_max[i])
+        rest = abs(v1[i]) / a_max[i] if finite else 0.0
+        dec = math.copysign(a_max[i], v1[i]) if finite and v1[i] != 0.0 else 0.0
+        for k in range(1, pieces):
+            t = min(end * k / pieces, rest)
+            speeds_out[k, i] = v1[i] - dec * t if t < rest else 0.0
+            x = q1[i] + v1[i] * t - 0.5 * dec * t * t
+            configs_out[k, i] = min(max(x, lower[i]), upper[i])
+    for k in range(pieces):
+        for p in range(sweep.shape[0]):
+            value = margin
+            for i in range(n):
+                value += sweep[p, i] * abs(configs_out[k + 1, i] - configs_out[k, i])
+            needs_out[k, p] = value
+
+
 def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, after, to_free,
                travel, out):
     """Write each pair's sweep (P, n) along a joint path starting at ``frames``: m per rad.
