@@ -230,6 +230,12 @@ class CollisionModel:
         moving = [i for i in range(len(self._robot)) if self._frame[i] >= 0]
         world_pairs = [(i, len(self._robot) + w) for w in range(len(self._world)) for i in moving]
         self.pairs: List[Tuple[int, int]] = self._self_pairs + world_pairs
+        # Per pair: coal's (geometry, transform) of both shapes (a robot shape's
+        # transform is set in place by _exact), and the robot shapes to pose.
+        sides = [(self._geoms[i], self._tf[i]) for i in range(len(self._robot))]
+        sides += list(zip(self._world_geoms, self._world_tf))
+        self._coal_pairs = [sides[i] + sides[j] for i, j in self.pairs]
+        self._pair_shapes = [(i,) if j >= len(self._robot) else (i, j) for i, j in self.pairs]
         self._pa = np.array([p[0] for p in self.pairs], dtype=np.int64)
         self._pb = np.array([p[1] for p in self.pairs], dtype=np.int64)
         centres, radii, planes = [], [], []
@@ -523,30 +529,26 @@ class CollisionModel:
         same answer (a reused ComputeDistance warm-starts from its last
         query, and answers differed by 8e-8 m on a hull).
         """
-        coal = self._coal
-        n_robot = len(self._robot)
-        request, result = self._request, self._result
+        distance, request, result = self._coal.distance, self._request, self._result
         k = len(near)
         dist = bound[near]
         witnesses = np.empty((k, 9))   # rows: point a, point b, normal
         rows = np.flatnonzero(fine)
-        firsts = self._pa[near[rows]].tolist()
-        seconds = self._pb[near[rows]].tolist()
+        pairs = near[rows].tolist()
         # Each robot shape's transform, set in place once per call.
-        for shape in set(firsts) | {j for j in seconds if j < n_robot}:
-            tf = self._tf[shape]
-            tf.setRotation(rot[shape])
-            tf.setTranslation(pos[shape])
-        tfs, geoms = self._tf, self._geoms
-        for row, i, j in zip(rows.tolist(), firsts, seconds):
-            if j >= n_robot:
-                geom_b, tf_b = self._world_geoms[j - n_robot], self._world_tf[j - n_robot]
-            else:
-                geom_b, tf_b = geoms[j], tfs[j]
+        posed = set()
+        for p in pairs:
+            posed.update(self._pair_shapes[p])
+        for shape in posed:
+            self._tf[shape].setTransform(rot[shape], pos[shape])
+        coal_pairs = self._coal_pairs
+        point_a, point_b = result.getNearestPoint1, result.getNearestPoint2
+        for row, p in zip(rows.tolist(), pairs):
+            geom_a, tf_a, geom_b, tf_b = coal_pairs[p]
             result.clear()
-            dist[row] = coal.distance(geoms[i], tfs[i], geom_b, tf_b, request, result)
-            witnesses[row, 0:3] = result.getNearestPoint1()
-            witnesses[row, 3:6] = result.getNearestPoint2()
+            dist[row] = distance(geom_a, tf_a, geom_b, tf_b, request, result)
+            witnesses[row, 0:3] = point_a()
+            witnesses[row, 3:6] = point_b()
             witnesses[row, 6:9] = result.normal
         if len(rows) < k:
             coarse = ~fine
