@@ -466,13 +466,16 @@ class PathBounds:
         self.sweep = sweep
         self.distance = np.full(pairs, -math.inf)   # (P,) m
         self.at = np.zeros((pairs, n))                # (P, n) where each was learnt
-        self._held = np.empty(pairs)                  # what they leave at the last q asked
+        self._held = np.full(pairs, -math.inf)        # what they leave at the last q asked
+        self._learnt = False
 
     def tighten(self, kernels, q: FloatArray, need: FloatArray, floors: FloatArray) -> bool:
         """Raise ``floors`` (P,) at q, a point of the path, to what was learnt; True if >= need.
 
         ``kernels``: the model's backend. ``need`` (P,) m.
         """
+        if not self._learnt:   # nothing to add (the path's first point)
+            return False
         if kernels.compiled:
             kernels.proximity.known_floors(q, self.distance, self.at, self.sweep, need,
                                            self._held)
@@ -483,6 +486,7 @@ class PathBounds:
 
     def learn(self, kernels, q: FloatArray, floors: FloatArray) -> None:
         """Keep bounds ``floors`` (P,) m computed at q where tighter (after ``tighten`` at q)."""
+        self._learnt = True
         if kernels.compiled:
             kernels.proximity.remember(q, floors, self._held, self.distance, self.at)
             return
