@@ -796,6 +796,20 @@ def test_the_slid_goal_projection_is_the_same_compiled_and_in_numpy(data, n, k):
     assert np.allclose(out, CollisionGuard._project(x0, grads, need), rtol=0.0, atol=1e-9)
 
 
+def braking_start(chain, data):
+    """Draw where braking starts: q1 (n,) within the limits, v1 (n,) rad/s, a_max (n,) rad/s^2.
+
+    About a fifth of the joints at rest, and a fifth with no acceleration
+    limit (inf: they stop at once).
+    """
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
+    n = chain.n
+    q1 = rng.uniform(chain.lower, chain.upper)
+    v1 = rng.uniform(-2.5, 2.5, n) * (rng.uniform(size=n) > 0.2)
+    a_max = np.where(rng.uniform(size=n) > 0.2, rng.uniform(1.0, 20.0, n), math.inf)
+    return q1, v1, a_max
+
+
 @settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data):
@@ -807,11 +821,8 @@ def test_the_stopping_point_and_each_pairs_need_are_the_same_in_every_path(data)
     """
     from ik_node.core.kernels import proximity
     chain, _, model, _ = arm_model('panda')
-    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
     n = chain.n
-    q1 = rng.uniform(chain.lower, chain.upper)
-    v1 = rng.uniform(-2.5, 2.5, n) * (rng.uniform(size=n) > 0.2)
-    a_max = np.where(rng.uniform(size=n) > 0.2, rng.uniform(1.0, 20.0, n), math.inf)
+    q1, v1, a_max = braking_start(chain, data)
     travel = np.array([v * abs(v) / (2.0 * a) if math.isfinite(a) else 0.0
                        for v, a in zip(v1, a_max)])
     stop = np.minimum(np.maximum(q1 + travel, chain.lower), chain.upper)
@@ -851,11 +862,8 @@ def test_the_braking_path_is_where_braking_at_the_limits_is_after_each_equal_tim
     the piece's way. Both backends, through the guard.
     """
     chain, _, model, _ = arm_model('panda')
-    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 31 - 1)))
     n = chain.n
-    q1 = rng.uniform(chain.lower, chain.upper)
-    v1 = rng.uniform(-2.5, 2.5, n) * (rng.uniform(size=n) > 0.2)
-    a_max = np.where(rng.uniform(size=n) > 0.2, rng.uniform(1.0, 20.0, n), math.inf)
+    q1, v1, a_max = braking_start(chain, data)
     rests = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
     steps = 840 * 24   # 840: every piece count up to 8 divides it
     dt = float(rests.max()) / steps
