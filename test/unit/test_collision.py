@@ -908,7 +908,9 @@ def test_bounds_learnt_on_a_braking_path_stay_below_the_distances_on_it(
 
     Exact distances learnt at each of 8 points of a braking path (with its
     ``path_sweep``) are carried to every later point: each pair's bound
-    there stays at or below coal's distance, up to GJK_NOISE.
+    there stays at or below coal's distance, up to GJK_NOISE, and at or
+    above the last point's distance less the path's sweep over the way from
+    it (what is kept is never looser). Both backends, alike.
     """
     from ik_node.core.collision.guard import PathBounds
     chain, xml, model, _ = arm_model(arm)
@@ -925,15 +927,25 @@ def test_bounds_learnt_on_a_braking_path_stay_below_the_distances_on_it(
         configs, _, _ = guard._braking_path(q1, v1, a_max, chain.lower, chain.upper, stop,
                                             sweep, 8)
         exact = [model.distances(c, math.inf).distance for c in configs]
-        path = PathBounds(sweep, len(model.pairs), n)
-        for k, config in enumerate(configs):
-            floors = np.full(len(model.pairs), -math.inf)
-            path.tighten(model.kernels, config, np.zeros(len(model.pairs)), floors)
-            worst = int(np.argmax(floors - exact[k]))
-            assert floors[worst] <= exact[k][worst] + GJK_NOISE, (
-                model.pair_names(worst), k, floors[worst], exact[k][worst])
-            path.learn(model.kernels, config, exact[k])
+        carried = []
+        for backend in ('numpy', 'numba') if compiled_proximity() is not None else ('numpy',):
+            model.set_backend(backend)
+            path = PathBounds(sweep, len(model.pairs), n)
+            for k, config in enumerate(configs):
+                floors = np.full(len(model.pairs), -math.inf)
+                path.tighten(model.kernels, config, np.zeros(len(model.pairs)), floors)
+                worst = int(np.argmax(floors - exact[k]))
+                assert floors[worst] <= exact[k][worst] + GJK_NOISE, (
+                    backend, model.pair_names(worst), k, floors[worst], exact[k][worst])
+                if k:
+                    kept = exact[k - 1] - sweep @ np.abs(config - configs[k - 1])
+                    assert np.all(floors >= kept - 1e-12), (backend, k)
+                carried.append(floors)
+                path.learn(model.kernels, config, exact[k])
+        for ours, theirs in zip(carried[:len(configs)], carried[len(configs):]):
+            assert np.allclose(ours, theirs, rtol=0.0, atol=1e-12)
     finally:
+        model.set_backend('auto')
         model.set_obstacles({})
 
 
