@@ -124,9 +124,8 @@ class CollisionGuard:
         self._known: dict = {}   # recent configurations (bytes) -> (need, their near pairs)
         self._last_gradients: Optional[Tuple[PairDistances, FloatArray]] = None
         pairs, n = len(self.model.pairs), self.model.chain.n
-        # Each pair's last lower bound (m; -inf: none) and where it held (P, n).
-        self._pair_distance = np.full(pairs, -math.inf)
-        self._pair_q = np.zeros((pairs, n))
+        # Each pair's last lower bound and where it held, carried by the model's sweep.
+        self._memory = KnownBounds(self.model.sweep, pairs, n)
         self._floors = np.empty(pairs)   # scratch: what they leave at a configuration
         self._margin_need = np.full(pairs, self.margin)   # what a configuration at rest needs
         self._exact_need = np.full(pairs, self.margin + EXACT_REACH)   # coal's, not spheres'
@@ -176,14 +175,8 @@ class CollisionGuard:
         if path is not None and path.tighten(self.model.kernels, q, need, self._floors):
             return None
         near = self.model.distances(q, need, self._exact_need, self._floors)
-        if self.model.kernels.compiled:   # tighter at q than what was remembered
-            self.model.kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64),
-                                                  near.floors, self._floors,
-                                                  self._pair_distance, self._pair_q)
-        else:
-            better = near.floors > self._floors
-            self._pair_distance[better] = near.floors[better]
-            self._pair_q[better] = q
+        # Kept where tighter at q than what was remembered.
+        self._memory.keep(self.model.kernels, q, near.floors, self._floors)
         if path is not None:
             path.learn(self.model.kernels, q, near.floors)
         if len(self._known) >= 4 and key not in self._known:
@@ -196,13 +189,7 @@ class CollisionGuard:
 
         Leaves those bounds in ``self._floors``.
         """
-        kernels = self.model.kernels
-        if kernels.compiled:
-            return bool(kernels.proximity.known_floors(
-                np.ascontiguousarray(q, dtype=np.float64), self._pair_distance, self._pair_q,
-                self.model.sweep, need, self._floors))
-        self._floors[:] = known_floors(q, self._pair_distance, self._pair_q, self.model.sweep)
-        return bool(np.all(self._floors >= need))
+        return self._memory.floors_at(self.model.kernels, q, need, self._floors)
 
     # -- the step ----------------------------------------------------------------
 
@@ -444,7 +431,55 @@ class CollisionGuard:
             self.blocked = None
 
 
-class PathBounds:
+class KnownBounds:
+    """Lower bounds of pair distances learnt at joint configurations, carried by a sweep bound.
+
+    Each pair's last bound (m; -inf: none) and the joints where it held; less
+    ``sweep @ |q - there|`` it bounds the pair's distance at q (``known_floors``).
+    Compiled kernels where the model's backend has them (kernels.proximity
+    ``known_floors`` and ``remember``), else numpy.
+
+    Args:
+        sweep: (P, n) a sweep bound valid on the ways it is used for, m per rad
+            (m per m): the model's for any way, a path's between its points.
+        pairs: P, the model's checked pairs.
+        n: the joints.
+
+    """
+
+    def __init__(self, sweep: FloatArray, pairs: int, n: int):
+        """Start with nothing learnt (every bound -inf)."""
+        self.sweep = sweep
+        self.distance = np.full(pairs, -math.inf)   # (P,) m
+        self.at = np.zeros((pairs, n))                # (P, n) where each was learnt
+
+    def floors_at(self, kernels, q: FloatArray, need: FloatArray, out: FloatArray) -> bool:
+        """Write what the bounds leave at q into ``out`` (P,), m; return True if all >= need.
+
+        ``kernels``: the model's backend. ``need`` (P,) m.
+        """
+        if kernels.compiled:
+            return bool(kernels.proximity.known_floors(np.ascontiguousarray(q, dtype=np.float64),
+                                                       self.distance, self.at, self.sweep, need,
+                                                       out))
+        out[:] = known_floors(q, self.distance, self.at, self.sweep)
+        return bool(np.all(out >= need))
+
+    def keep(self, kernels, q: FloatArray, floors: FloatArray, held: FloatArray) -> None:
+        """Keep the bounds ``floors`` (P,) m computed at q where they beat what was held there.
+
+        ``held`` (P,) m: what the kept bounds left at q (``floors_at``).
+        """
+        if kernels.compiled:
+            kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64), floors, held,
+                                       self.distance, self.at)
+            return
+        better = floors > held
+        self.distance[better] = floors[better]
+        self.at[better] = q
+
+
+class PathBounds(KnownBounds):
     """Lower bounds of pair distances learnt along one braking path, lost at the path's sweep.
 
     The guard's memory holds bounds learnt anywhere, so it discounts them by
@@ -463,10 +498,8 @@ class PathBounds:
 
     def __init__(self, sweep: FloatArray, pairs: int, n: int):
         """Start with nothing learnt (every bound -inf)."""
-        self.sweep = sweep
-        self.distance = np.full(pairs, -math.inf)   # (P,) m
-        self.at = np.zeros((pairs, n))                # (P, n) where each was learnt
-        self._held = np.full(pairs, -math.inf)        # what they leave at the last q asked
+        super().__init__(sweep, pairs, n)
+        self._held = np.full(pairs, -math.inf)   # what they leave at the last q asked
         self._learnt = False
 
     def tighten(self, kernels, q: FloatArray, need: FloatArray, floors: FloatArray) -> bool:
@@ -476,23 +509,14 @@ class PathBounds:
         """
         if not self._learnt:   # nothing to add (the path's first point)
             return False
-        if kernels.compiled:
-            kernels.proximity.known_floors(q, self.distance, self.at, self.sweep, need,
-                                           self._held)
-        else:
-            self._held[:] = known_floors(q, self.distance, self.at, self.sweep)
+        self.floors_at(kernels, q, need, self._held)
         np.maximum(floors, self._held, out=floors)
         return bool(np.all(floors >= need))
 
     def learn(self, kernels, q: FloatArray, floors: FloatArray) -> None:
         """Keep bounds ``floors`` (P,) m computed at q where tighter (after ``tighten`` at q)."""
         self._learnt = True
-        if kernels.compiled:
-            kernels.proximity.remember(q, floors, self._held, self.distance, self.at)
-            return
-        better = floors > self._held
-        self.distance[better] = floors[better]
-        self.at[better] = q
+        self.keep(kernels, q, floors, self._held)
 
 
 def _braking_profile(v1: FloatArray, a_max: FloatArray) -> Tuple[FloatArray, FloatArray]:
