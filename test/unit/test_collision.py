@@ -24,11 +24,12 @@ import math
 from geometry_oracle import distance_interval, point_distance, RobotSolids
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
-from models import ARMS, HOME
+from models import ARMS, HOME, ROOT
 import numpy as np
 from oracle import RawModel
 import pytest
 from strategies import examples
+import yaml
 
 coal = pytest.importorskip('coal', reason='coal (PyPI: numpy >= 2; distro: ros-<distro>-coal) '
                                           'is not installed: collision is off without it')
@@ -325,6 +326,74 @@ def test_adjacent_and_rigid_links_are_never_checked_and_an_srdf_pair_is_not_eith
     with pytest.raises(CollisionError, match="'no_such_link'"):
         collision_model(xml, chain, disabled=[('panda_link1', 'no_such_link')],
                         sample_contacts=False)
+
+
+def shape_index(model):
+    """Return {(link, collision element index): the model's shape index} (``model.still``'s)."""
+    index, s = {}, 0
+    for body in model.bodies:
+        for k in range(len(body.shapes)):
+            index[(body.link, k)] = s
+            s += 1
+    return index
+
+
+def test_a_shape_no_joint_moves_is_still_and_never_paired_with_an_obstacle():
+    """The UR5e's shoulder shapes (on joint 1's axis) keep their distance to anything: unchecked.
+
+    Still or not is judged by the oracle: each shape's distance to seeded
+    balls at seeded joints, exact closed forms (issue 50: a sphere 55 mm
+    inside the floor held the arm "in collision" in every configuration).
+    """
+    chain, xml, model, raw = arm_model('ur5e')
+    rng = np.random.default_rng(5)
+    qs = [q_within(chain, rng.uniform(size=chain.n)) for _ in range(6)]
+    posed = [oracle_solids(chain, xml, model, raw, q) for q in qs]
+    balls = rng.uniform([-0.6, -0.6, -0.3], [0.6, 0.6, 0.6], (4, 3))
+    index = shape_index(model)
+    still = {}
+    for (link, k), s in index.items():
+        spread = 0.0
+        for centre in balls:
+            d = [point_distance(*solids[link][k], centre[None])[0] for solids in posed]
+            spread = max(spread, max(d) - min(d))
+        still[s] = spread < 1e-9
+    assert [still[s] for s in range(len(index))] == model.still.tolist()
+    assert sum(still.values()) == 3   # the shoulder's cylinder and sphere, the upper arm's sphere
+    floor = checked_shape('halfspace', (), np.eye(4), source='floor')
+    model.set_obstacles({'floor': (floor,)})
+    try:
+        paired = {index[side] for k in range(len(model.pairs))
+                  for side in model.pair_shapes(k) if side[0] != 'floor'
+                  and 'floor' in model.pair_names(k)}
+        assert paired == {s for s, moves in still.items() if not moves}
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('config', sorted(p.stem for p in (ROOT / 'config').glob('*.yaml')))
+def test_each_bundled_config_starts_outside_the_margin_on_its_floor(config):
+    """The start pose of each config/<arm>.yaml keeps collision_margin to the floor and itself.
+
+    The launch file adds config/obstacles/floor.yaml; distances are the
+    oracle's (certified lower bounds), over every pair the model checks.
+    """
+    params = next(iter(yaml.safe_load((ROOT / 'config' / f'{config}.yaml').read_text())
+                       .values()))['ros__parameters']
+    chain, xml, model, raw = arm_model(config)
+    q0 = np.array(params.get('initial_positions', chain.mid_limits()))
+    margin = params['collision_margin']
+    solids = oracle_solids(chain, xml, model, raw, q0)
+    floor = ('halfspace', (), np.eye(4))
+    pairs = {frozenset(model.pair_names(k)) for k in range(len(model.pairs))}
+    for pair in sorted(pairs, key=sorted):
+        a, b = sorted(pair)
+        lowest = min(distance_interval(x, y, margin)[0] for x in solids[a] for y in solids[b])
+        assert lowest >= margin, (config, a, b, lowest)
+    index = shape_index(model)
+    for (link, k), s in index.items():
+        if not model.still[s]:
+            assert distance_interval(solids[link][k], floor, margin)[0] >= margin, (config, link)
 
 
 @pytest.mark.parametrize('entry, message', [

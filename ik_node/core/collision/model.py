@@ -32,7 +32,9 @@ re-posing their trees costs more than the spheres; ``ik_bench collision``
 compares the two).
 
 Pairs never checked: two links joined by fixed joints only (one rigid body),
-links joined by one movable joint (adjacent), two static links, pairs named
+links joined by one movable joint (adjacent), two still shapes (no joint
+moves them: a link fixed to the base, a sphere on joint 1's axis,
+:func:`still_shapes`) and a still shape with an obstacle, pairs named
 by the caller (an SRDF's ``<disable_collisions>``), and pairs in contact in
 every sampled configuration (:func:`always_in_contact`). Pairs never in
 contact over samples are kept: far apart, their bound keeps them out of the
@@ -56,6 +58,8 @@ FloatArray = npt.NDArray[np.float64]
 RIGID_TOL = 1e-6
 # Configurations sampled for the always-in-contact pairs (seeded, at start-up).
 CONTACT_SAMPLES = 300
+# Configurations compared to find the shapes no joint moves (still_shapes).
+STILL_SAMPLES = 6
 NO_POINTS = np.empty((0, 3))   # witnesses of no pair (shared: never written)
 NO_POINTS.flags.writeable = False
 NO_ROWS = np.empty(0, dtype=bool)   # the exact mask of no pair (shared: never written)
@@ -144,6 +148,11 @@ class CollisionModel:
         self._tf = [coal.Transform3s() for _ in self._robot]   # _exact's, set in place
         self._frame = np.array([self.bodies[k].frame for k, _, _ in self._robot], dtype=np.int64)
         self._local = np.array([p for _, _, p in self._robot]).reshape(-1, 4, 4)
+        #: (S,) shapes whose place in the base frame no joint changes: on a link
+        #: fixed to the base, or turned only about an axis they are symmetric
+        #: about (the UR shoulder's sphere and cylinder on joint 1's axis).
+        self.still = still_shapes(chain, self._frame, self._local,
+                                  [s.kind for _, s, _ in self._robot])
         spheres = [s.bounding_sphere() for _, s, _ in self._robot]
         self._centre = np.array([body.offset[:3, :3] @ c + body.offset[:3, 3]
                                  for (k, _, _), (c, _) in zip(self._robot, spheres)
@@ -197,7 +206,7 @@ class CollisionModel:
         for i in range(len(self._robot)):
             for j in range(i + 1, len(self._robot)):
                 a, b = self.bodies[self._robot[i][0]], self.bodies[self._robot[j][0]]
-                if a is b or (a.frame < 0 and b.frame < 0):
+                if a is b or (self.still[i] and self.still[j]):
                     continue
                 if frozenset((a.link, b.link)) in self.disabled:
                     continue
@@ -227,7 +236,7 @@ class CollisionModel:
         self._world_geoms = [coal_geometry(s) for _, s in self._world]
         self._world_tf = [coal.Transform3s(s.pose[:3, :3].copy(), s.pose[:3, 3].copy())
                           for _, s in self._world]
-        moving = [i for i in range(len(self._robot)) if self._frame[i] >= 0]
+        moving = [i for i in range(len(self._robot)) if not self.still[i]]
         world_pairs = [(i, len(self._robot) + w) for w in range(len(self._world)) for i in moving]
         self.pairs: List[Tuple[int, int]] = self._self_pairs + world_pairs
         # Per pair: coal's (geometry, transform) of both shapes (a robot shape's
@@ -637,6 +646,54 @@ def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
     return np.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
                      a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
                      a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], axis=-1)
+
+
+def still_shapes(chain: Chain, frame: npt.NDArray[np.int64], local: FloatArray,
+                 kinds: Sequence[str], samples: int = STILL_SAMPLES) -> npt.NDArray[np.bool_]:
+    """Return (S,) True for each shape whose place in the base frame no joint motion changes.
+
+    Such a shape's distance to an obstacle (or to another such shape) is the
+    same in every configuration: the arm can neither open nor close it, so
+    the pair is never checked (a base sphere 75 mm inside the floor would
+    hold every configuration "in collision"). A shape is still when, at
+    seeded configurations within the limits, its pose (a sphere: its centre;
+    a cylinder: its centre and its axis, either way) stays within RIGID_TOL.
+
+    Args:
+        chain: the chain.
+        frame: (S,) each shape's joint frame index (-1: the base frame).
+        local: (S, 4, 4) each shape's pose in that frame.
+        kinds: (S,) each shape's kind (shapes.KINDS).
+        samples: configurations compared.
+
+    """
+    rng = np.random.default_rng(2)
+    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
+    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
+    still = frame < 0
+    if np.all(still):
+        return still
+    poses = []
+    for _ in range(samples):
+        table = np.array(chain.frames(rng.uniform(lower, upper).tolist())[0]).reshape(-1, 12)
+        f = np.tile(np.eye(4), (len(table) + 1, 1, 1))
+        f[1:, :3, :3] = table[:, :9].reshape(-1, 3, 3)
+        f[1:, :3, 3] = table[:, 9:]
+        poses.append(f[frame + 1] @ local)
+    first = poses[0]
+    for s, kind in enumerate(kinds):
+        if still[s]:
+            continue
+        same = True
+        for pose in poses[1:]:
+            same = same and bool(np.allclose(pose[s, :3, 3], first[s, :3, 3], atol=RIGID_TOL))
+            if kind == 'cylinder':
+                same = same and abs(float(pose[s, :3, 2] @ first[s, :3, 2])) >= 1.0 - RIGID_TOL
+            elif kind != 'sphere':
+                same = same and bool(np.allclose(pose[s, :3, :3], first[s, :3, :3],
+                                                 atol=RIGID_TOL))
+        still[s] = same
+    return still
 
 
 def always_in_contact(model: CollisionModel, samples: int = CONTACT_SAMPLES,
