@@ -56,17 +56,34 @@ from ik_node.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
 import numpy as np
 
 MeshResolver = Callable[[str], str]
+# Folders below each ROS_PACKAGE_PATH root searched for a package (rospack
+# crawls the whole tree; workspaces keep packages a few levels down).
+PACKAGE_SEARCH_DEPTH = 3
+
+
+class Note(str):
+    """A line for the start-up log; ``warn``: logged as a warning (something is not checked)."""
+
+    warn = False
+
+
+class Warn(Note):
+    """A start-up line logged as a warning."""
+
+    warn = True
 
 
 def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
     """Return the file path of a mesh URI (package://, file://, or a path).
 
-    package:// is resolved through the ament index, as ROS resolves it;
-    ik_node's own meshes also from its source tree when it is not installed.
+    package:// is resolved through the ament index, as ROS 2 resolves it,
+    then through ``ROS_PACKAGE_PATH`` (as ROS 1 and package://-based tools
+    set it: :func:`package_on_ros_package_path`); ik_node's own meshes also
+    from its source tree when it is not installed.
 
     Raises:
-        CollisionError: a package the ament index does not know, or a relative
-            path without a folder to resolve it against.
+        CollisionError: a package found in neither, or a relative path
+            without a folder to resolve it against.
 
     """
     if uri.startswith('package://'):
@@ -74,16 +91,18 @@ def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
         try:
             from ament_index_python.packages import get_package_share_directory
             return os.path.join(get_package_share_directory(package), rest)
-        except Exception as exc:  # noqa: B902 - ImportError, PackageNotFoundError and kin
-            if package == 'ik_node':   # its own meshes, run from the source tree
-                try:
-                    return bundled_file(rest)
-                except FileNotFoundError:
-                    pass
-            if isinstance(exc, ImportError):
-                raise CollisionError(f'{uri}: package:// needs ament_index_python') from None
-            raise CollisionError(f'{uri}: package {package!r} is not in the ament index '
-                                 f'(AMENT_PREFIX_PATH)') from None
+        except Exception:  # noqa: B902 - ImportError, PackageNotFoundError and kin
+            pass
+        if package == 'ik_node':   # its own meshes, run from the source tree
+            try:
+                return bundled_file(rest)
+            except FileNotFoundError:
+                pass
+        folder = package_on_ros_package_path(package)
+        if folder is not None:
+            return os.path.join(folder, rest)
+        raise CollisionError(f'{uri}: package {package!r} is neither in the ament index '
+                             f'(AMENT_PREFIX_PATH) nor on ROS_PACKAGE_PATH')
     if uri.startswith('file://'):
         return uri[len('file://'):]
     if os.path.isabs(uri):
@@ -91,6 +110,34 @@ def resolve_mesh_uri(uri: str, base_dir: Optional[str] = None) -> str:
     if base_dir is None:
         raise CollisionError(f"{uri}: a relative mesh path needs the description file's folder")
     return os.path.join(base_dir, uri)
+
+
+def package_on_ros_package_path(package: str, depth: int = PACKAGE_SEARCH_DEPTH
+                                ) -> Optional[str]:
+    """Return the folder of ``package`` on ``ROS_PACKAGE_PATH``, or None.
+
+    As rospack finds it: a folder of that name holding a ``package.xml``,
+    each root of the path (``os.pathsep``-separated) searched ``depth``
+    folders deep, roots in order.
+    """
+    for root in os.environ.get('ROS_PACKAGE_PATH', '').split(os.pathsep):
+        if not root or not os.path.isdir(root):
+            continue
+        level = [root]
+        for _ in range(depth + 1):
+            for folder in level:
+                if os.path.basename(os.path.normpath(folder)) == package and \
+                        os.path.isfile(os.path.join(folder, 'package.xml')):
+                    return folder
+            level = [os.path.join(f, d) for f in level for d in sorted(_subfolders(f))]
+    return None
+
+
+def _subfolders(folder: str) -> List[str]:
+    try:
+        return [e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith('.')]
+    except OSError:
+        return []
 
 
 def parse_numbers(text: Optional[str], count: int, what: str) -> List[float]:
@@ -178,7 +225,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
                     resolve: Optional[MeshResolver] = None,
                     disabled: Sequence[Tuple[str, str]] = (),
                     sample_contacts: bool = True,
-                    home=None, backend: str = 'auto') -> Tuple[CollisionModel, List[str]]:
+                    home=None, backend: str = 'auto') -> Tuple[CollisionModel, List[Note]]:
     """Build the collision model of ``chain`` from its URDF text.
 
     Args:
@@ -196,7 +243,8 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
 
     Returns:
         (model, notes): notes are lines for the start-up log (links not
-        checked and why, pairs disabled by sampling).
+        checked and why, pairs disabled by sampling); a :class:`Warn` (one
+        per mesh file that cannot be read) is logged as a warning.
 
     Raises:
         CollisionError: a malformed collision element or an unreadable mesh.
@@ -205,7 +253,8 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
     root, parents = link_tree(xml)
     frames = frames if frames is not None else link_frames(xml, chain)
     resolve = resolve or resolve_mesh_uri
-    bodies, skipped, unreadable = [], [], []
+    bodies, skipped = [], []
+    unreadable: Dict[str, List[str]] = {}   # the reason (one per file) -> links
     for link in root.findall('link'):
         name = link.get('name', '')
         elements = link.findall('collision')
@@ -219,7 +268,9 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
             except CollisionError as exc:
                 if 'mesh' not in str(exc) and 'package' not in str(exc):
                     raise
-                unreadable.append(str(exc))   # a mesh not found here: that shape is not checked
+                # A mesh not found here: that shape is not checked (said below).
+                reason = str(exc).replace(f'link {name!r} collision {k}: ', '')
+                unreadable.setdefault(reason, []).append(name)
         try:
             frames.pose(name, chain.mid_limits())
         except FrameError:
@@ -233,27 +284,35 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
     pairs = never_checked(parents) + check_disabled(
         [link.get('name', '') for link in root.findall('link')], disabled, 'SRDF')
     model = CollisionModel(chain, bodies, pairs, backend=backend)
-    notes = []
-    if unreadable:
-        notes.append(f'collision: {len(unreadable)} collision mesh(es) could not be read and are '
-                     f'NOT checked; the first: {unreadable[0]}')
+    notes: List[Note] = [Warn(f'collision: NOT checked: link(s) {", ".join(sorted(set(links)))}'
+                              f' (a <collision> mesh cannot be read: {reason}); source the '
+                              f'workspace that installs its package, or add the folder holding '
+                              f'it to ROS_PACKAGE_PATH')
+                         for reason, links in unreadable.items()]
+    still = sorted({body.link for body, s in zip(
+        [b for b in model.bodies for _ in b.shapes], model.still) if s and body.frame >= 0})
+    if still:
+        notes.append(Note(f'collision: shapes of {", ".join(still)} are where no joint moves '
+                          f'them (on a joint axis they are symmetric about): not checked '
+                          f'against obstacles'))
     if skipped:
-        notes.append(f'collision: {len(skipped)} link(s) moved by joints the chain does not '
-                     f'drive are not checked ({", ".join(skipped[:5])})')
+        notes.append(Note(f'collision: {len(skipped)} link(s) moved by joints the chain does '
+                          f'not drive are not checked ({", ".join(skipped[:5])})'))
     if sample_contacts:
         always = always_in_contact(model)
         model.disable(always)
         if always:
-            notes.append(f'collision: {len(always)} pair(s) in contact in every sampled '
-                         f'configuration not checked ({", ".join("/".join(p) for p in always)})')
+            notes.append(Note(f'collision: {len(always)} pair(s) in contact in every sampled '
+                              f'configuration not checked '
+                              f'({", ".join("/".join(p) for p in always)})'))
     if home is not None:
         near = model.distances(np.asarray(home, dtype=np.float64), 0.0)
         default = sorted({tuple(sorted(model.pair_names(int(p))))
                           for p, d in zip(near.pairs, near.distance) if d <= 0.0})
         model.disable(default)
         if default:
-            notes.append(f'collision: {len(default)} pair(s) in contact at home not checked '
-                         f'({", ".join("/".join(p) for p in default)})')
+            notes.append(Note(f'collision: {len(default)} pair(s) in contact at home not '
+                              f'checked ({", ".join("/".join(p) for p in default)})'))
     return model, notes
 
 

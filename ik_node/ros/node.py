@@ -477,9 +477,9 @@ class IKNode(Node):
             model, notes = collision_model(text, chain, frames, disabled=disabled, home=q0,
                                            backend=self.solvers.tracker_backend())
             if not model.bodies:
-                self.get_logger().info('collision: the description has no <collision> '
-                                       'geometry on the chain; only obstacles are kept apart '
-                                       'from nothing (nothing is checked)')
+                self.get_logger().warning('collision_checking is on, but no link of the chain '
+                                          'has <collision> geometry that could be read: '
+                                          'nothing is checked')
             path = self.get_parameter('obstacles_file').value
             obstacles = (read_obstacles_file(path, frames, chain) if path and first
                          else None)
@@ -492,7 +492,7 @@ class IKNode(Node):
         if obstacles is not None:
             self.collision.set_file_obstacles(obstacles)
         for line in notes:
-            self.get_logger().info(line)
+            (self.get_logger().warning if line.warn else self.get_logger().info)(line)
         self.get_logger().info(
             f'collision: {len(model.bodies)} links with geometry, {len(model.pairs)} pairs '
             f'checked, {len(model.obstacles)} obstacles, margin '

@@ -207,7 +207,7 @@ def test_the_meshes_are_found_through_package_uris_and_every_link_is_checked():
     expected = {link for link in meshes if link not in ('panda_leftfinger', 'panda_rightfinger')}
     assert {b.link for b in model.bodies} == expected
     assert any('panda_leftfinger' in n for n in MODEL['notes']), MODEL['notes']
-    assert not [n for n in MODEL['notes'] if 'not checked' in n and 'mesh' in n], MODEL['notes']
+    assert not [n for n in MODEL['notes'] if n.warn], MODEL['notes']
     # Each body is its mesh, read from the file the URI names: the vertices the model
     # loaded (assimp, through coal) are the ones the test's own STL reader finds.
     for body in model.bodies:
@@ -215,6 +215,31 @@ def test_the_meshes_are_found_through_package_uris_and_every_link_is_checked():
         ours = {tuple(v) for v in np.round(body.shapes[0].vertices, 6)}
         theirs = {tuple(v) for v in np.round(meshes[body.link].reshape(-1, 3), 6)}
         assert ours == theirs, body.link
+
+
+@pytest.mark.skipif(PREFIX is None, reason='example-robot-data is in the ament index here')
+def test_meshes_are_found_on_ros_package_path_too_and_each_missing_file_is_one_warning(
+        monkeypatch, tmp_path):
+    """Off the ament index: ROS_PACKAGE_PATH finds the package (issue 50), else one WARN a file."""
+    xml, chain, _ = panda()
+    bare = os.pathsep.join(p for p in os.environ['AMENT_PREFIX_PATH'].split(os.pathsep)
+                           if Path(p) != PREFIX)
+    monkeypatch.setenv('AMENT_PREFIX_PATH', bare)
+    # A workspace with the package two folders down, and an unrelated root first.
+    (tmp_path / 'ws' / 'src').mkdir(parents=True)
+    (tmp_path / 'ws' / 'src' / 'example-robot-data').symlink_to(PACKAGE)
+    monkeypatch.setenv('ROS_PACKAGE_PATH', f'{tmp_path / "nothing"}{os.pathsep}{tmp_path / "ws"}')
+    model, notes = collision_model(xml, chain, sample_contacts=False)
+    assert {b.link for b in model.bodies} == {b.link for b in panda()[2].bodies}
+    assert not [n for n in notes if n.warn], notes
+    monkeypatch.delenv('ROS_PACKAGE_PATH')
+    model, notes = collision_model(xml, chain, sample_contacts=False)
+    warned = [n for n in notes if n.warn]
+    files = sorted(set(collision_meshes(xml)))
+    assert len(warned) == len(files) and not [b for b in model.bodies if b.shapes], notes
+    for note in warned:
+        assert 'ROS_PACKAGE_PATH' in note and 'ament index' in note and \
+            'package://example-robot-data/' in note, note
 
 
 def test_the_srdf_disables_its_pairs_and_the_others_stay_checked():
