@@ -53,6 +53,7 @@ from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.motion.worker import ThreadWorker
 from ik_node.geometry import collision_model, read_obstacles_file, read_srdf_pairs
 from ik_node.ros import diagnostics
 from ik_node.ros.clock_watch import ClockWatch
@@ -135,6 +136,16 @@ class IKNode(Node):
     def __init__(self, **kwargs):
         """Declare parameters, load the robot model, create the ROS interfaces."""
         super().__init__('ik_node', **kwargs)
+        # Full solves, free solutions and paths: in a thread beside the ticks.
+        self.worker = ThreadWorker()
+        try:
+            self._start()
+        except BaseException:
+            self.worker.stop()   # a refused start-up leaves no thread behind
+            raise
+
+    def _start(self) -> None:
+        """Declare parameters, load the robot model, create the ROS interfaces (__init__)."""
         self._epoch_ns = self.get_clock().now().nanoseconds
         declare_parameters(self)
         self._warn_unknown_parameters()
@@ -223,6 +234,11 @@ class IKNode(Node):
             self._array_timer = self.create_timer(1.0 / array_rate,
                                                   self._guarded(self._send_array))
             self.get_logger().warning(position_array_warning(array_rate))
+
+    def destroy_node(self):
+        """Stop the worker thread, then destroy the node."""
+        self.worker.stop()
+        return super().destroy_node()
 
     @property
     def tracker(self) -> Optional[MotionTracker]:
@@ -417,7 +433,7 @@ class IKNode(Node):
         now = self._instant()[1]
         if self.tracker is None:
             tracker = MotionTracker(chain, solver, self._config(), q0, now,
-                                    backend=self.solvers.tracker_backend())
+                                    backend=self.solvers.tracker_backend(), worker=self.worker)
         else:  # the same joints carry on from where they are (no jump)
             tracker = carried_over(self.tracker, chain, solver, q0, now)
         # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
@@ -688,8 +704,6 @@ class IKNode(Node):
                     'where the arm is', throttle_duration_sec=1.0)
             if tick.planned:
                 self._publish(stamp, now)
-                # After the commands are out: a new target's full solve takes ms.
-                self.session.check_reachability()
         self._publish_side_outputs(now)
 
     def _publish_side_outputs(self, now: float) -> None:

@@ -51,7 +51,7 @@ import dataclasses
 import inspect
 import math
 import time as _time
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.ik.base import IKResult, IKSolver
@@ -109,6 +109,9 @@ class FreeSolutions:
         self.budget_s = float(budget_s)
         self.repair_budget_s = float(repair_budget_s)
         self.searches = 0   # searches run (an answer inside the margin)
+        #: Called between candidates, steps and solves (a worker thread waits
+        #: there while a tick runs, and abandons a question a newer one replaced).
+        self.checkpoint: Callable[[], None] = _nothing
         self._last: Optional[Tuple[tuple, IKResult]] = None
         self._searched: Optional[Tuple[tuple, IKResult]] = None
 
@@ -186,6 +189,7 @@ class FreeSolutions:
         order = sorted(range(len(candidates)),
                        key=lambda k: float(np.sum((candidates[k] - reference) ** 2)))
         for k in order[:MAX_CHECKS]:
+            self.checkpoint()
             if closest_pair(self.guard, candidates[k]) is None:
                 return candidates[k]
         return None
@@ -225,6 +229,7 @@ class FreeSolutions:
         """
         chain = self.guard.model.chain
         for _ in range(REPAIR_MOVES):
+            self.checkpoint()
             if _time.perf_counter() > deadline:
                 return None
             seed = np.clip(q + REPAIR_STEP * way, chain.lower, chain.upper)
@@ -254,6 +259,7 @@ class FreeSolutions:
         """
         best, best_cost = None, np.inf
         for seed in self._seeds(reference):
+            self.checkpoint()
             if _time.perf_counter() - start > self.budget_s:
                 break
             alt = solver.solve(pose, seed, pole=pole)
@@ -275,6 +281,10 @@ class FreeSolutions:
         rng = np.random.default_rng(0)
         for _ in range(RANDOM_SEEDS):
             yield rng.uniform(lower, upper)
+
+
+def _nothing() -> None:
+    """Wait for nothing (the default checkpoint)."""
 
 
 def _null_part(null: FloatArray, vector: FloatArray) -> Optional[FloatArray]:

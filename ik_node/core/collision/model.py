@@ -44,7 +44,7 @@ collision.
 
 from dataclasses import dataclass
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ik_node.core.collision.shapes import coal_geometry, CollisionError, Shape
 from ik_node.core.kernels.backend import resolve as resolve_backend
@@ -213,13 +213,24 @@ class CollisionModel:
                 pairs.append((i, j))
         return pairs
 
+    def copy(self) -> 'CollisionModel':
+        """Return a model of the same shapes, pairs, obstacles and backend, sharing no state.
+
+        For another thread (ik_node.core.motion.worker): distance queries set
+        coal transforms and caches in place.
+        """
+        twin = CollisionModel(self.chain, self.bodies, [tuple(p) for p in self.disabled],
+                              self._kernels.name)
+        twin.set_obstacles(self._obstacles)
+        return twin
+
     def disable(self, links: Iterable[Tuple[str, str]]) -> None:
         """Never check these pairs of links (either order) from now on."""
         self.disabled |= {frozenset(p) for p in links}
         self._self_pairs = self._pairs_of_links()
         self._rebuild_world()
 
-    def set_obstacles(self, obstacles: Dict[str, Sequence[Shape]]) -> None:
+    def set_obstacles(self, obstacles: Mapping[str, Sequence[Shape]]) -> None:
         """Replace the world: obstacle name -> shapes posed in the base frame."""
         self._obstacles = {name: tuple(shapes) for name, shapes in obstacles.items()}
         self._rebuild_world()

@@ -99,6 +99,15 @@ class IKSolver(abc.ABC):
     def solve(self, T_target, q_reference=None, *, pole=None) -> IKResult:
         """Solve for joints that put the tip at T_target, near q_reference."""
 
+    def solve_quick(self, T_target, q_reference, *, pole=None) -> Optional[IKResult]:
+        """Solve at a cost bounded in advance (no search, restart or fallback), or None.
+
+        What a tick may call (the full :meth:`solve` runs in the worker). The
+        base class has none (None); a closed form solves at the pole's (or
+        the reference's) swivel angle only, and fails rather than search.
+        """
+        return None
+
     @property
     def budget_s(self) -> Optional[float]:
         """Wall-clock budget of a solve, seconds (None: a closed form needs none)."""

@@ -70,6 +70,9 @@ GOALS = ('pose', 'position', 'orientation')
 # it gets a larger budget to reach the same success rate (README, "Without
 # numba": measured with ik_bench ik --backend numpy --timeout).
 DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
+# The numpy reference's quick solve (one descent, in a tick) stops after this
+# much wall-clock time, s: ~10 of its iterations.
+QUICK_BUDGET_S = 0.001
 
 
 def inverse_right_jacobian(phi: FloatArray) -> FloatArray:
@@ -262,6 +265,30 @@ class JacobianIK(IKSolver):
         return IKResult(q=q, success=bool(successes), position_error=pos_err,
                         orientation_error=rot_err, iterations=iterations, restarts=restarts,
                         elapsed_s=time.perf_counter() - start, reason=reason)
+
+    def solve_quick(self, T_target, q_reference, *, pole=None) -> Optional[IKResult]:
+        """One descent from the reference, no restarts: a cost bounded by max_iterations.
+
+        What a tick may call (:meth:`solve`, with its restarts, runs in the
+        worker). Its first call loads the compiled descent as :meth:`solve`
+        does (the node warms the solver up before its first tick: warm_up).
+        A pole is ignored.
+        """
+        if self._jit is not None and not self._jit.descend.signatures:
+            self._load_compiled_descent()
+        start = time.perf_counter()
+        target = check_pose(T_target)
+        seed = self.chain.check_q(q_reference, 'q_reference')
+        clipped = np.clip(seed, self._lower, self._upper)
+        # Compiled: bounded by max_iterations (microseconds each); numpy's
+        # iterations cost ~0.1 ms each, bounded by QUICK_BUDGET_S as well.
+        deadline = math.inf if self._jit is not None else start + QUICK_BUDGET_S
+        q, ok, _, its, r = self._descend(target, clipped, clipped, deadline)
+        pos_err, rot_err = self._errors_of(r)
+        return IKResult(q=self._unwrap(q, seed), success=ok, position_error=pos_err,
+                        orientation_error=rot_err, iterations=its,
+                        elapsed_s=time.perf_counter() - start,
+                        reason='' if ok else 'one descent did not converge (quick solve)')
 
     def _errors_of(self, r: FloatArray) -> Tuple[float, float]:
         pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0

@@ -11,16 +11,21 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Goal selection: the joints a pose asks for, from the solver, local steps and fallbacks.
+"""Goal selection: the joints a pose asks for, from local steps in the tick and the worker.
 
 A :class:`GoalSelector` turns a pose (4x4, the chain's base frame) into
-joint positions (n,) to head for, warm-started from a reference (the last
-command, or the measured joints). A pose at rest (the newest target, an
-ended trajectory) is solved; a moving one (a trajectory under way, a twist)
-is followed by a few damped least-squares steps, the solver only when they
-do not converge. A failed solve gives the best pose known, and settles.
-It keeps what the diagnostics report: the solve times, the last result,
-the newest target's reachability check.
+joint positions (n,) to head for, at a cost the tick can bound. A moving
+pose (a trajectory under way, a twist) is followed by a few damped
+least-squares steps from the reference (the last command, or the measured
+joints); with an elbow pole, a closed form's bounded solve at the pole's
+swivel first. A pose at rest (the newest target, an ended trajectory) is a
+question for the worker (:mod:`ik_node.core.motion.worker`: the full solve,
+the free solution nearest the joints, a path when asked); until its answer
+comes the goal is the local steps' (continued from where they got, a few
+per tick), and once it comes the goal is **held**: the same pose gives the
+same goal at every tick (no creeping between solutions), so the arm comes
+to rest. It keeps what the diagnostics report: the solve times, the last
+result, the newest target's reachability (the worker's answer).
 """
 
 import collections
@@ -32,30 +37,33 @@ from typing import Deque, Optional, Tuple, TYPE_CHECKING
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.local import follow
 from ik_node.core.model.chain import Chain
+from ik_node.core.motion.worker import Answer, ImmediateWorker, Question, World
 from ik_node.core.poses import pose_error
 import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:   # the collision layer is optional (coal)
-    from ik_node.core.collision.free import FreeSolutions
+    from ik_node.core.collision.guard import CollisionGuard
 
 FloatArray = npt.NDArray[np.float64]
 
-# At an unreachable target that no longer moves, a new closest pose replaces
-# the chosen one only when its squared residual is this fraction smaller.
-FALLBACK_GAIN = 0.01
-# A sampled pose this close (m, rad) to the newest target is that target (the
-# trajectory's end key goes through a quaternion and back).
-ARRIVED_POSE = 1e-9
 # Solve times kept for the percentiles of the diagnostics.
 SOLVE_TIME_WINDOW = 1000
-# A moving goal's solution from the solver is taken only this many commands
+# A moving goal's bounded solve (with a pole) is taken only this many commands
 # at full joint speed from the reference (GoalSelector.moving_goal).
 LOCAL_HORIZON_STEPS = 2.0
-# Damped least-squares steps per command toward a moving pose.
+# Damped least-squares steps per command toward a moving pose, and per tick
+# toward a pose at rest while the worker's answer is awaited.
 LOCAL_ITERATIONS = 3
+# An answer's solution within this of the local steps' in every joint (rad, m)
+# is the same solution, made exact: taken. Farther, the local steps' one is
+# kept when it solves the pose and keeps the margin (no swing to another).
+SAME_SOLUTION = 0.05
+# A held goal replaced by one this close in every joint (rad, m: a solution
+# made exact) moves on smoothly; farther, it jumps (HeldGoal.replace).
+SMOOTH_JUMP = 1e-6
 # The local steps are stuck when they leave at least this fraction of the
-# squared error: a solution found by the solver is then followed, even far.
+# squared error: the bounded solve's answer is then followed, even far.
 STUCK = 0.99
 
 
@@ -67,13 +75,6 @@ class SolveStats:
     last_solve_s: float = 0.0
     times: Deque[float] = field(default_factory=lambda: collections.deque(
         maxlen=SOLVE_TIME_WINDOW))
-
-    def timed(self, solve, *args, more: bool = False, **kwargs) -> IKResult:
-        """Run ``solve`` and record its wall-clock time (more=True: add it to the last one's)."""
-        start = _time.perf_counter()
-        res = solve(*args, **kwargs)
-        self.record(_time.perf_counter() - start, more)
-        return res
 
     def record(self, seconds: float, more: bool = False) -> None:
         """Record one solve's time (more=True: part of the last solve, added to it)."""
@@ -92,104 +93,216 @@ class SolveStats:
         return float(p50), float(p99), float(top)
 
 
+@dataclass
+class HeldGoal:
+    """The goal of one pose at rest (GoalSelector.final_goal).
+
+    Attributes:
+        key: the question's key (pose, pole, world, solver).
+        q: (n,) the joints headed for.
+        solved: q puts the tip on the aim (within the local steps' tolerance).
+        answer: the worker's answer, once taken.
+        revision: counts the jumps of q (another goal taken; not the drift).
+
+    """
+
+    key: tuple
+    q: FloatArray
+    solved: bool
+    answer: Optional[Answer] = None
+    revision: int = 0
+
+    def replace(self, q: FloatArray, solved: bool) -> None:
+        """Head for goal q (n,): farther than SMOOTH_JUMP, a jump (velocity not fed forward)."""
+        if np.max(np.abs(q - self.q)) > SMOOTH_JUMP:
+            self.revision += 1
+        self.q, self.solved = q, solved
+
+    def source(self, moving: tuple) -> tuple:
+        """Return what the goal's velocity is measured within (MotionTracker._goal_velocity).
+
+        ``moving``: the source of the moving goals before it (a trajectory's):
+        a goal not replaced since continues their motion smoothly.
+        """
+        return moving if self.revision == 0 else ('held', self.key, self.revision)
+
+
 class GoalSelector:
     """Joints to head for, per pose (see the module docstring).
 
     Args:
         chain: the arm's chain.
         solver: its IK solver (budget set by the caller).
+        worker: answers the open-ended questions (default: ImmediateWorker,
+            in the caller's thread).
 
     Attributes:
         solver: the solver in use.
+        worker: the worker asked.
+        guard: the collision guard whose world questions are asked in (None: none).
         stats: solve times and the last result (SolveStats).
-        target_result: the newest target's reachability check (None before one).
-        target_unchecked: a new target waits for that check.
+        target_result: the newest target's reachability: the worker's answer
+            (None before one, and while it is awaited).
+        target_unchecked: a new target waits for its question to be asked.
         local_solves: how many times the local steps ran.
 
     """
 
-    def __init__(self, chain: Chain, solver: IKSolver):
-        """No target checked yet, no fallback chosen."""
+    def __init__(self, chain: Chain, solver: IKSolver, worker=None):
+        """No target asked yet, nothing held."""
         self.chain = chain
         self.solver = solver
+        self.worker = worker if worker is not None else ImmediateWorker()
+        self.guard: Optional['CollisionGuard'] = None
         self.stats = SolveStats()
         self.target_result: Optional[IKResult] = None
         self.target_unchecked = False
-        # (pose, squared residual, goal) chosen for an unreachable pose.
-        self._fallback: Optional[Tuple[FloatArray, float, FloatArray]] = None
         self.local_solves = 0
-        # With collision checking: the free solutions preferred (set by the tracker).
-        self.free: Optional['FreeSolutions'] = None
-        # (question, start joints, answer) of the last closed-form solve_free.
-        self._repeat: Optional[Tuple[tuple, FloatArray, IKResult]] = None
+        self._held: Optional[HeldGoal] = None
+        self._target_key: Optional[tuple] = None
+        self._aims: dict = {}   # key -> the aim (4, 4) of the newest question
+        self._answer: Optional[Answer] = None   # the newest answer taken
+
+    @property
+    def held(self) -> Optional[HeldGoal]:
+        """The goal held for the pose at rest (None: none yet)."""
+        return self._held
 
     @property
     def falling_back(self) -> bool:
-        """Return True while the goal is an unreachable pose's best known one."""
-        return self._fallback is not None
+        """Return True while the goal held does not solve its pose (the closest known)."""
+        return self._held is not None and not self._held.solved
 
     def forget_fallback(self) -> None:
-        """Drop the fallback chosen (the arm moved elsewhere: choose anew)."""
-        self._fallback = None
+        """Forget the goal held (the arm moved elsewhere: start it anew from the arm)."""
+        self._held = None
 
     def new_target(self) -> None:
-        """Mark a new target: its reachability is to be checked."""
+        """Mark a new target: its question is asked at the next tick (or check())."""
         self.target_unchecked = True
 
     def no_target(self) -> None:
-        """Drop the target check and the fallback (the goal is a twist or a reset, no pose)."""
+        """Drop the target's report and the goal held (the goal is a twist or a reset)."""
         self.target_result, self.target_unchecked = None, False
-        self._fallback = None
+        self._held = self._target_key = self._answer = None
 
-    def final_goal(self, pose: FloatArray, aim: FloatArray, target: FloatArray, q: FloatArray,
-                   reference: FloatArray, pole: Optional[FloatArray],
-                   direct: bool) -> Tuple[FloatArray, bool]:
-        """Return (joints (n,) for a pose at rest, whether they solve it).
+    # -- the questions -------------------------------------------------------------------
+
+    def key(self, pose: FloatArray, pole: Optional[FloatArray]) -> tuple:
+        """Return the key of a question on pose (4, 4): pose, pole, world and solver."""
+        world = None if self.guard is None else self.guard.generation
+        return (pose.tobytes(), None if pole is None else pole.tobytes(), world,
+                id(self.solver))
+
+    def ask(self, pose: FloatArray, aim: FloatArray, start: FloatArray,
+            pole: Optional[FloatArray], path_from: Optional[FloatArray] = None) -> tuple:
+        """Ask the worker for pose (aim: the pose to head for) from joints ``start``; the key."""
+        key = self.key(pose, pole)
+        world = None if self.guard is None else World.of(self.guard)
+        self._aims = {key: aim}
+        self.worker.ask(Question(key, pose, aim, np.array(start, dtype=np.float64), pole,
+                                 self.solver, world, path_from))
+        return key
+
+    def ask_target(self, target: FloatArray, aim: FloatArray, q: FloatArray,
+                   pole: Optional[FloatArray]) -> None:
+        """Ask the newest target's question (from joints q), once per target."""
+        if self.target_unchecked:
+            self.target_unchecked = False
+            self.target_result = None
+            self._target_key = self.ask(target, aim, q, pole)
+
+    def run_worker(self) -> Optional[IKResult]:
+        """Let a deferred worker answer, take the answer; return the target's result.
+
+        An ImmediateWorker answered as it was asked, a DeferredWorker answers
+        here, a thread by itself (its answer taken here or at a tick). None
+        while the target's answer has not come.
+        """
+        self.worker.run()
+        self.take_answers()
+        return self.target_result
+
+    def take_answers(self) -> None:
+        """Take the worker's newest answer: the target's report, the goal held for its key."""
+        answer = self.worker.poll()
+        if answer is None:
+            return
+        self._answer = answer
+        self.stats.record(answer.elapsed_s)
+        self.stats.last_result = answer.result
+        if answer.key == self._target_key:
+            self.target_result = answer.result
+        held = self._held
+        if held is not None and answer.key == held.key:
+            self._adopt(held, answer)
+
+    def _adopt(self, held: HeldGoal, answer: Answer) -> None:
+        """Head for the answer's goal, unless the local steps already solve the pose as well.
+
+        The local steps' solution is nearest the arm (no swing); it is kept
+        when it solves the aim, the answer's is another solution (farther
+        than SAME_SOLUTION), no pole was asked for (the answer's swivel is
+        the pole's) and (with collision checking) the margin is kept there.
+        A goal that does not solve the aim is replaced by the answer's when
+        that is closer to the pose.
+        """
+        held.answer = answer
+        if answer.solves:
+            swing = np.max(np.abs(answer.goal - held.q)) > SAME_SOLUTION
+            if held.solved and swing and held.key[1] is None and self._free(held.q):
+                return   # the local steps' solution: as good, and no swing to get there
+            held.replace(answer.goal.copy(), True)
+        elif not held.solved and self._cost(answer.goal, held.key) < self._cost(held.q, held.key):
+            held.replace(answer.goal.copy(), False)
+
+    def _cost(self, q: FloatArray, key: tuple) -> float:
+        """Return the squared pose error (m^2 + rad^2) at q (n,) of the aim asked under key."""
+        aim = self._aims.get(key)
+        if aim is None:
+            return math.inf
+        pos, rot = pose_error(aim, self.chain.forward(q))
+        return pos * pos + rot * rot
+
+    def _free(self, q: FloatArray) -> bool:
+        """Return True when no checked pair is inside the margin at q (always, unchecked)."""
+        if self.guard is None:
+            return True
+        from ik_node.core.collision.free import closest_pair
+        return closest_pair(self.guard, q) is None
+
+    # -- goals -----------------------------------------------------------------------------
+
+    def final_goal(self, pose: FloatArray, aim: FloatArray, reference: FloatArray,
+                   pole: Optional[FloatArray]) -> HeldGoal:
+        """Return the goal held for a pose at rest (its joints, whether they solve it).
 
         ``aim`` is the pose to head for instead when ``pose`` is out of reach
         (the solver's aim_within_reach; ``pose`` itself otherwise),
-        ``target`` is the newest target (4, 4), ``q`` the last command (n,),
-        ``reference`` the joints to start from, ``direct``: the pose is the
-        newest target without smoothing (its solve is the reachability check).
+        ``reference`` the joints to start from. The first call for a pose
+        asks its question (unless the target's question asked it) and starts
+        the goal from the local steps; later calls continue the local steps
+        until the answer comes, then hold its goal (module docstring).
         """
-        if aim is not pose and not (direct and self.target_unchecked):
-            # Out of reach: head for the pose the arm can hold with its elbow
-            # bent (its side stays defined); the target's verdict is the check's.
-            res = self.solve_free(aim, reference, pole)
-            if res.success:
-                return self.goal_of(aim, res, q), True
-        res = self.solve_free(pose, reference, pole)
-        if direct and self.target_unchecked:
-            # The newest target solved from the current joints: that is the
-            # reachability check, no need to solve it twice.
-            self.target_unchecked = False
-            self.target_result = res
-        elif res.success and not self.target_unchecked and \
-                self.target_result is not None and not self.target_result.success:
-            # The arm got to the target after all: a reachability check that
-            # ran out of budget from farther away is superseded by arrival.
-            self.target_result = res
-        elif not res.success and self._known_solution_of(pose, target):
-            # The solver missed from here (near a singular pose its budget can run
-            # out under load), but the target is known reachable: head for the
-            # solution the reachability check found. The arm must not settle
-            # short of a target it was told it can reach.
-            assert self.target_result is not None
-            res = self.target_result
-        return self.goal_of(pose, res, q), res.success
-
-    def _known_solution_of(self, pose: FloatArray, target: FloatArray) -> bool:
-        """Return True when ``pose`` is the newest target and its check found a solution."""
-        known = self.target_result
-        if known is None or not known.success or self.target_unchecked:
-            return False
-        pos, rot = pose_error(pose, target)
-        return pos <= ARRIVED_POSE and rot <= ARRIVED_POSE
-
-    def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
-        """Return True when every joint of q is LOCAL_HORIZON_STEPS steps of dt at full speed."""
-        reach = LOCAL_HORIZON_STEPS * dt * self.chain.velocity
-        return bool(np.all(np.abs(q - reference) <= reach))
+        self.take_answers()
+        key = self.key(pose, pole)
+        held = self._held
+        if held is None or held.key != key:
+            # The same pose in a new world (or with another pole) starts from its old goal.
+            start = reference if held is None or held.key[0] != key[0] else held.q
+            q, _, converged = self._follow(aim, start)
+            held = self._held = HeldGoal(key, q, converged)
+            if self._answer is not None and self._answer.key == key:
+                self._adopt(held, self._answer)   # answered before the goal was needed
+            elif key != self._target_key:   # not the target's own question (asked already)
+                if self._target_key is not None and key[0] == self._target_key[0]:
+                    self._target_key = key   # the target, asked again: its report too
+                self.ask(pose, aim, reference, pole)
+            self.take_answers()
+        elif not held.solved and held.answer is None:
+            q, _, converged = self._follow(aim, held.q)
+            held.replace(q, converged)
+        return held
 
     def moving_goal(self, pose: FloatArray, reference: FloatArray, dt: float,
                     pole: Optional[FloatArray]) -> FloatArray:
@@ -199,32 +312,41 @@ class GoalSelector:
         a few damped least-squares steps from the reference
         (:func:`ik_node.core.ik.local.follow`) give the least joint motion for
         the tip's, and near a singular configuration a bounded one. The
-        solver's own answer can be far from it: another branch (a restart
-        found it), or a spin that a fixed swivel angle demands near a shoulder
-        or wrist with aligned axes; following it would swing the arm. So the
-        local steps go first, the solver only when they do not converge, and
-        its answer is taken only near the reference (LOCAL_HORIZON_STEPS);
-        otherwise the local result, never farther from the pose than the
-        reference: the arm passes at bounded speed and catches up. When the
-        local steps are stuck (a local minimum of the error, STUCK) the
-        solver's answer is taken wherever it is: the arm must not halt. With a
-        pole the solver goes first (the pole sets its swivel angle), the
-        local steps only when its answer is far.
+        solver's bounded solve (``solve_quick``: a closed form at the
+        reference's swivel, one descent of the Jacobian solver) goes next when
+        they do not converge; its answer can be far from them (a spin that a
+        fixed swivel angle demands near a shoulder or wrist with aligned
+        axes), so it is taken only near the reference (LOCAL_HORIZON_STEPS),
+        or, when the local steps are stuck (a local minimum of the error,
+        STUCK), wherever it is: the arm must not halt. With a pole the
+        bounded solve goes first (the pole sets its swivel angle), the local
+        steps only when its answer is far.
         """
+        self.take_answers()
         if pole is None:
-            q, left = self._follow(pose, reference, more=False)
+            q, left, _ = self._follow(pose, reference)
             if left == 0.0:
                 return q
-            res = self.solve(pose, reference, pole, more=True)
-            if not res.success:
+            res = self._quick(pose, reference, None)
+            if res is None or not res.success:
                 return q
             if left >= STUCK or self._near(res.q, reference, dt):
                 return self._closer_this_step(pose, reference, dt, q, res.q)
             return q
-        res = self.solve(pose, reference, pole)
-        if res.success and self._near(res.q, reference, dt):
+        res = self._quick(pose, reference, pole)
+        if res is not None and res.success and self._near(res.q, reference, dt):
             return res.q
-        return self._follow(pose, reference, more=True)[0]
+        return self._follow(pose, reference)[0]
+
+    def _quick(self, pose: FloatArray, reference: FloatArray,
+               pole: Optional[FloatArray]) -> Optional[IKResult]:
+        """Run the solver's bounded solve (timed, kept as the last result); None: it has none."""
+        start = _time.perf_counter()
+        res = self.solver.solve_quick(pose, reference, pole=pole)
+        self.stats.record(_time.perf_counter() - start, more=True)
+        if res is not None:
+            self.stats.last_result = res
+        return res
 
     def _closer_this_step(self, pose: FloatArray, reference: FloatArray, dt: float,
                           *goals: FloatArray) -> FloatArray:
@@ -238,74 +360,15 @@ class GoalSelector:
                 best, best_cost = goal, pos * pos + rot * rot
         return best
 
-    def _follow(self, pose: FloatArray, reference: FloatArray,
-                more: bool) -> Tuple[FloatArray, float]:
-        """Run local_ik.follow (timed with the solves); return (q, fraction of error left)."""
+    def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
+        """Return True when every joint of q is LOCAL_HORIZON_STEPS steps of dt at full speed."""
+        reach = LOCAL_HORIZON_STEPS * dt * self.chain.velocity
+        return bool(np.all(np.abs(q - reference) <= reach))
+
+    def _follow(self, pose: FloatArray, reference: FloatArray) -> Tuple[FloatArray, float, bool]:
+        """Run local.follow (timed); return (q, fraction of the error left, converged)."""
         start = _time.perf_counter()
-        q, left, _ = follow(self.chain, reference, pose, LOCAL_ITERATIONS)
-        self.stats.record(_time.perf_counter() - start, more)
+        out = follow(self.chain, reference, pose, LOCAL_ITERATIONS)
+        self.stats.record(_time.perf_counter() - start)
         self.local_solves += 1
-        return q, left
-
-    def solve(self, pose: FloatArray, start: FloatArray, pole: Optional[FloatArray],
-              more: bool = False) -> IKResult:
-        """Solve ``pose`` from joints ``start`` (n,), timed and kept as the last result."""
-        res = self.stats.timed(self.solver.solve, pose, start, pole=pole, more=more)
-        self.stats.last_result = res
-        return res
-
-    def solve_free(self, pose: FloatArray, start: FloatArray,
-                   pole: Optional[FloatArray]) -> IKResult:
-        """Solve ``pose`` (4, 4) from ``start`` (n,); with collision checking, prefer free."""
-        key = (pose.tobytes(), None if pole is None else pole.tobytes(), id(self.solver),
-               None if self.free is None else self.free.guard.generation)
-        repeat = self._repeat
-        if repeat is not None and repeat[0] == key and np.array_equal(start, repeat[1]):
-            self.stats.last_result = repeat[2]
-            return repeat[2]
-        res = self.solve(pose, start, pole)
-        if self.free is not None:
-            res = self.free.prefer_free(self.solver, pose, start, pole, res)
-            self.stats.last_result = res
-        # A closed form answers the same question the same way: an arm held
-        # at rest short of its target asks it at every tick, and near the
-        # limits one answer (a search over swivel angles) takes milliseconds.
-        # (From other joints, however near, the answer is asked anew: the
-        # posture drift follows the solution nearest the joints exactly.)
-        self._repeat = (key, start.copy(), res) if self.solver.budget_s is None else None
-        return res
-
-    def check(self, target: FloatArray, q: FloatArray,
-              pole: Optional[FloatArray]) -> Optional[IKResult]:
-        """Solve the newest target from joints q once; None if already checked."""
-        if not self.target_unchecked:
-            return None
-        self.target_unchecked = False
-        self.target_result = self.solve_free(target, q, pole)
-        return self.target_result
-
-    def goal_of(self, pose: FloatArray, res: IKResult, q: FloatArray) -> FloatArray:
-        """Joints (n,) to move toward from the last command q: the solution, or the best known.
-
-        A failed solve returns the closest pose its attempt found; the Jacobian
-        solver's random restarts find a different one each time, and chasing
-        them made the arm wander for ever at an unreachable target. So a
-        failed result is taken only when it is closer to ``pose`` than the
-        current joints are, and while ``pose`` stays the same (the arm has
-        arrived where the trajectory ends) only when it beats the goal
-        already chosen by FALLBACK_GAIN: the arm settles.
-        """
-        if res.success:
-            self._fallback = None
-            return res.q
-        cost = res.position_error ** 2 + res.orientation_error ** 2
-        kept = self._fallback
-        if kept is not None and np.array_equal(kept[0], pose):
-            if cost < kept[1] * (1.0 - FALLBACK_GAIN):
-                kept = self._fallback = (kept[0], cost, res.q)
-            return kept[2]
-        pos, rot = pose_error(pose, self.chain.forward(q))
-        held = pos * pos + rot * rot
-        goal, best = (res.q, cost) if cost < held else (q.copy(), held)
-        self._fallback = (pose.copy(), best, goal)
-        return goal
+        return out

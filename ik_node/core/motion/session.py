@@ -15,12 +15,15 @@
 
 Targets, poles, twists, resets, measured joint states, configuration and
 solver changes go in through its methods; :meth:`MotionSession.tick` then
-makes one motion step of the whole pipeline: the clock rule of an arm nothing
-measures, the feedback policy's decision (hold, follow, re-sync), and the
-command stream's grid points (each one limiting step of the tracker, with
-the collision guard, then the jerk stage). A new target's full solve (its
-reachability report) is :meth:`MotionSession.check_reachability`, called
-once the tick's commands are out. The plan it commits
+makes one motion step of the whole pipeline, at a bounded cost: the clock
+rule of an arm nothing measures, the feedback policy's decision (hold,
+follow, re-sync), and the command stream's grid points (each one limiting
+step of the tracker, with the collision guard, then the jerk stage). What is
+open-ended (a full solve with its searches, the free solution, a path) is
+asked of the tracker's worker (:mod:`ik_node.core.motion.worker`), paused
+while a tick runs; :meth:`MotionSession.check_reachability`, called once the
+tick's commands are out, lets a worker in the caller's thread answer. The
+plan it commits
 (:attr:`MotionSession.plan`) is what the outputs sample: a trajectory
 message's horizon and tail, a position array, a joint state. Nothing else
 steps the tracker.
@@ -35,6 +38,7 @@ from typing import Optional, Sequence
 
 from ik_node.core.ik.base import IKSolver
 from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import JerkFilter
 from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
@@ -181,6 +185,15 @@ class MotionSession:
         plays the last message's braking tail), restarted from the measured
         state when it comes back or when the arm was disturbed.
         """
+        costs = self.costs
+        costs.start()
+        with self.worker.pause():   # a worker thread waits at its next checkpoint
+            try:
+                return self._tick(now)
+            finally:
+                costs.end()
+
+    def _tick(self, now: float) -> Tick:
         self._follow_clock(now)
         reference = None
         resynced = False
@@ -192,10 +205,21 @@ class MotionSession:
             resynced = self.feedback.resyncs > resyncs   # also one found as a hold ends
         return Tick(True, self.plan.advance(now, reference), resynced)
 
-    def check_reachability(self) -> None:
-        """Solve a target that arrived since the last call in full (its report; ms).
+    @property
+    def costs(self) -> TickCosts:
+        """Wall-clock time per part of the last tick (ik_node.core.motion.costs)."""
+        return self.tracker.costs
 
-        Called after a tick's commands are out, so that they are not late.
+    @property
+    def worker(self):
+        """The worker answering the tick's open-ended questions (ik_node.core.motion.worker)."""
+        return self.tracker.goals.worker
+
+    def check_reachability(self) -> None:
+        """Ask a new target's question and let a deferred or immediate worker answer it.
+
+        Called after a tick's commands are out, so that they are not late. A
+        worker thread answers by itself (its answer is taken at a tick).
         """
         self.tracker.check_reachability()
 

@@ -42,9 +42,9 @@ model changes, by construction.
 
 from dataclasses import dataclass
 import math
+import time as _time
 from typing import Iterator, List, Optional, Tuple
 
-from ik_node.core.collision.free import FreeSolutions
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.base import IKResult, IKSolver
@@ -53,6 +53,7 @@ from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 # TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
+from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.goals import GoalSelector, SolveStats
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.teleop import TwistInput
@@ -63,6 +64,7 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+_clock = _time.perf_counter
 
 # Targets farther from the base than this times the chain's reach bound are
 # pulled onto that sphere (they are out of reach either way, and a target a
@@ -149,6 +151,8 @@ class MotionTracker:
         velocity: (n,) initial velocities (default at rest), e.g. carried
             over from the tracker of a previous model.
         backend: 'auto', 'numpy' or 'numba' for the limiting step.
+        worker: answers the open-ended questions (ik_node.core.motion.worker;
+            default an ImmediateWorker: in the caller's thread, as it asks).
 
     Raises:
         InvalidInputError: an invalid config, or q0 not finite / not within
@@ -157,7 +161,7 @@ class MotionTracker:
     """
 
     def __init__(self, chain: Chain, solver: IKSolver, config: TrackerConfig, q0,
-                 time: float, velocity=None, backend: str = 'auto'):
+                 time: float, velocity=None, backend: str = 'auto', worker=None):
         """Start at rest (or at ``velocity``) at q0, with no target but the current pose."""
         self.chain = chain
         self.config = config.check(chain.n)
@@ -176,7 +180,7 @@ class MotionTracker:
         self._stop_first = False   # brake to rest before going on (the clock went back)
         self.drift = PostureDrift(chain, self.config.posture)
         self.reach = chain.reach_bound()
-        self.goals = GoalSelector(chain, solver)
+        self.goals = GoalSelector(chain, solver, worker)
         self.pole: Optional[FloatArray] = None
         self.targets_clamped = 0
         tip = chain.forward(q0)
@@ -188,10 +192,12 @@ class MotionTracker:
         self.mode = self._pose_mode()
         self.twists = TwistInput()
         self._has_target = False   # a target, twist or reset came (else: hold where it is)
-        # (source mode, goal, time) of the previous command: the goal's velocity.
-        self._last_goal: Optional[Tuple[Optional[str], FloatArray, float]] = None
+        # (source, goal, time) of the previous command: the goal's velocity.
+        self._last_goal: Optional[Tuple[Optional[tuple], FloatArray, float]] = None
         self._stop_q = self.q
         self._guard: Optional[CollisionGuard] = None
+        #: Wall-clock time per part of the current tick (MotionSession times whole ticks).
+        self.costs = TickCosts()
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
@@ -203,9 +209,9 @@ class MotionTracker:
 
     @guard.setter
     def guard(self, guard: Optional[CollisionGuard]) -> None:
-        """Check every step against ``guard`` and prefer its free IK solutions (None: neither)."""
+        """Check every step against ``guard``; the worker prefers free solutions (None: none)."""
         self._guard = guard
-        self.goals.free = None if guard is None else FreeSolutions(guard)
+        self.goals.guard = guard
 
     @property
     def joint_names(self) -> List[str]:
@@ -525,11 +531,17 @@ class MotionTracker:
             return self._brake_to_rest(float(time))
         if self.mode == 'twist':
             self._move_twist_target(float(time))
-        goal = self._goal(time, self.q if reference is None else reference)
+        started = _clock()
+        goal, source = self._goal(time, self.q if reference is None else reference)
         if np.all(np.abs(goal - self.q) <= ARRIVED):
             goal = self.q
+        stepping = _clock()
+        costs = self.costs
+        costs.add('goal', stepping - started)
+        guarded = costs.parts['collision']
         self.q, self.v = self._step_within_tip_speeds(
-            goal, self._goal_velocity(goal, float(time)), dt)
+            goal, self._goal_velocity(goal, float(time), source), dt)
+        costs.add('limits', _clock() - stepping - (costs.parts['collision'] - guarded))
         self.time = float(time)
         if self.mode == 'reset' and self._arrived(goal):
             self.mode = self._pose_mode()
@@ -582,24 +594,31 @@ class MotionTracker:
             self._release()
 
     def check_reachability(self) -> Optional[IKResult]:
-        """Solve the newest target from the current joints once; None if already checked.
+        """Ask the newest target's question (once) and let a deferred worker answer it.
 
-        The result (reachable or not, and why) is kept in ``target_result``.
+        Returns ``target_result``: reachable or not and why (the worker's
+        answer; None while it is awaited, or for a twist or a reset).
         """
-        return self.goals.check(self.target, self.q, self.pole)
+        if self.goals.target_unchecked:
+            self._ask_target()
+        return self.goals.run_worker()
 
-    def _goal_velocity(self, goal: FloatArray, time: float) -> FloatArray:
+    def _ask_target(self) -> None:
+        """Ask the worker the newest target's question from the current command."""
+        aim = self.goals.solver.aim_within_reach(self.target)
+        self.goals.ask_target(self.target, aim, self.q, self.pole)
+
+    def _goal_velocity(self, goal: FloatArray, time: float,
+                       source: Optional[tuple]) -> FloatArray:
         """Return the goal's own velocity (n,), rad/s, when it moves smoothly; else zeros.
 
-        A sampled trajectory and an integrated twist move the goal: its
-        velocity is the change since the previous command's goal from the same
-        source, scaled down as a whole to the speed limits (a faster goal is
-        followed at the limits). Anything else (a new target without
-        smoothing, a reset, a release, a resync, an unreachable target's held
-        goal) is a goal to stop at: zeros.
+        A sampled trajectory, an integrated twist and the posture drift of a
+        held goal move the goal (``source``, from _goal): its velocity is the
+        change since the previous command's goal from the same source, scaled
+        down as a whole to the speed limits (a faster goal is followed at the
+        limits). Anything else (a goal taken anew, a reset, a release, a
+        resync) is a goal to stop at: zeros.
         """
-        moving = self.mode == 'trajectory' or self.teleoperating
-        source = self.mode if moving and not self.goals.falling_back else None
         last, self._last_goal = self._last_goal, (source, goal, time)
         if source is None or last is None or last[0] != source:
             return np.zeros(self.chain.n)
@@ -655,7 +674,17 @@ class MotionTracker:
         guard = self.guard
         if guard is None or not np.all(np.isfinite(goal)):
             return q1, v1
-        c = self.chain
+        started = _clock()
+        try:
+            return self._guarded(q1, v1, goal, dt, speeds)
+        finally:
+            self.costs.add('collision', _clock() - started)
+
+    def _guarded(self, q1: FloatArray, v1: FloatArray, goal: FloatArray, dt: float,
+                 speeds: Optional[FloatArray]) -> Tuple[FloatArray, FloatArray]:
+        """Return the step (q1, v1) if the guard admits it, else the slid or braking one."""
+        guard, c = self.guard, self.chain
+        assert guard is not None
         if guard.admits(self.q, q1, v1, self._a_max, c.lower, c.upper):
             guard.note_free(dt)
             return q1, v1
@@ -697,12 +726,20 @@ class MotionTracker:
     def _arrived(self, goal: FloatArray) -> bool:
         return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
 
-    def _goal(self, time: float, reference: FloatArray) -> FloatArray:
-        """Joint positions (n,) to head for at ``time`` in the current mode."""
+    def _goal(self, time: float, reference: FloatArray) -> Tuple[FloatArray, Optional[tuple]]:
+        """Return (joint positions (n,) to head for at ``time`` in the current mode, source).
+
+        ``source``: what moves the goal smoothly (a trajectory, a twist, the
+        posture drift of a held goal: its velocity is fed forward while the
+        source stays the same), or None for a goal to stop at (a reset, a
+        release).
+        """
         if self.mode == 'reset':
-            return self.q0
+            return self.q0, None
         if self.mode == 'twist' and self.twists.twist is None:
-            return self._stop_q
+            return self._stop_q, None
+        if self.goals.target_unchecked:
+            self._ask_target()
         if self.mode in ('direct', 'twist'):
             pose, final = self.target, self.mode == 'direct'
         else:
@@ -716,10 +753,11 @@ class MotionTracker:
         aim = pose if self.mode == 'twist' else self.goals.solver.aim_within_reach(pose)
         if not final:
             return self._toward_posture(self.goals.moving_goal(aim, reference, dt, self.pole),
-                                        aim, dt)
-        goal, solved = self.goals.final_goal(pose, aim, self.target, self.q, reference,
-                                             self.pole, direct=self.mode == 'direct')
-        return self._toward_posture(goal, aim, dt) if solved else goal
+                                        aim, dt), (self.mode,)
+        held = self.goals.final_goal(pose, aim, reference, self.pole)
+        if held.solved:
+            held.q = self._toward_posture(held.q, aim, dt)
+        return held.q, held.source((self.mode,))
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
         """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""
@@ -785,8 +823,10 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
             would end beyond a new position limit.
 
     """
+    worker = old.goals.worker
     if chain.joint_names != old.joint_names:
-        return MotionTracker(chain, solver, old.config, q0, time, backend=old.backend)
+        return MotionTracker(chain, solver, old.config, q0, time, backend=old.backend,
+                             worker=worker)
     q = old.q
     if not chain.within_limits(q):
         raise ModelError(f'the current joint positions {np.round(q, 6).tolist()} are outside '
@@ -801,7 +841,7 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
                          f"stop at {np.round(stop, 3).tolist()}, beyond the new model's limits: "
                          'send the model again when the arm is slower or at rest')
     tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v,
-                            backend=old.backend)
+                            backend=old.backend, worker=worker)
     tracker.q0 = chain.check_q(q0, 'q0').copy()
     tracker._a_max = old._a_max.copy()   # a stop under way goes on at the limits it had
     tracker._use_accelerations(np.minimum(tracker.accelerations, old._a_cap))

@@ -54,6 +54,7 @@ from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import srs as srs_kernels
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
+from ik_node.core.poses import residual_norms
 import numpy as np
 import numpy.typing as npt
 
@@ -486,6 +487,34 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         return IKResult(q=q, success=success, position_error=pos, orientation_error=rot,
                         iterations=0, restarts=0, elapsed_s=time.perf_counter() - start,
                         reason=reason)
+
+    def solve_quick(self, T_target, q_reference, *, pole=None) -> Optional[IKResult]:
+        """Solve at the pole's (else the reference's) swivel, no search: a bounded cost.
+
+        The branches at that swivel angle only (nearest the reference); a
+        near-SRS arm's solution polished by the compiled LM steps only. When
+        none is within the limits, or the polish does not converge: a failed
+        result (the reference), never a search (:meth:`solve` searches).
+        """
+        start = time.perf_counter()
+        target = self._check_pose(T_target)
+        q_ref = self.chain.check_q(q_reference, 'q_reference')
+        psi, preferred = self._reference(q_ref)
+        if pole is not None:
+            psi = self.swivel_toward(target, pole)
+        q, found, pos, rot, _, _ = self._first_feasible(
+            target, psi, self._branch_order(preferred), float(q_ref[0]), float(q_ref[4]), q_ref)
+        if found and self._polisher is not None:
+            q, found, residual = self._levenberg_marquardt(target, q)
+            pos, rot = residual_norms(residual)
+            found = found and self.chain.within_limits(q)
+        success = found and pos <= POSITION_TOL_M and rot <= ORIENTATION_TOL_RAD
+        if not found:
+            q = q_ref.copy()
+            pos, rot = self._errors(target, q)
+        return IKResult(q=q, success=success, position_error=pos, orientation_error=rot,
+                        elapsed_s=time.perf_counter() - start,
+                        reason='' if success else 'no branch at this swivel angle (quick solve)')
 
     def aim_within_reach(self, pose: FloatArray) -> FloatArray:
         """Return ``pose`` (4, 4), or, beyond the reach, the pose with the elbow bent.
