@@ -20,7 +20,7 @@ import sys
 
 from ik_node.bench import analytic, collision, controllers, corpus, events, feedback, flood, \
     fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop, \
-    viewer
+    ticks, viewer
 
 
 def build_parser():
@@ -51,6 +51,7 @@ def build_parser():
     collision.add_parser(sub)
     handles.add_parser(sub)
     viewer.add_parser(sub)
+    ticks.add_parser(sub)
     return parser
 
 

@@ -52,6 +52,7 @@ import bisect
 import collections
 from dataclasses import dataclass, replace
 import math
+import time as _time
 from typing import Deque, List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
@@ -61,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+_clock = _time.perf_counter
 
 # A tick is late when its message may reach the controller less than this
 # fraction of a period before the previous message's committed end.
@@ -310,8 +312,10 @@ class CommandStream:
         return self.end_time + self.h <= horizon + _rounding(horizon)
 
     def _commit(self, time: float, inner: FloatArray) -> PlanPoint:
+        started = _clock()
         point = self._point(time, inner)
         self._points.append(point)
+        self.tracker.costs.add('jerk', _clock() - started)
         return point
 
     def _skip_if_idle(self, time: float) -> bool:
