@@ -37,7 +37,10 @@ setup(
     # `python -m unittest`: 0 tests, success); tests_require is ignored.
     extras_require={'test': ['pytest>=7.4.4', 'hypothesis>=6.98'],
                     'numba': ['numba>=0.59'], 'demo': ['matplotlib>=3.6.3'],
-                    'collision': ['coal>=3.0']},
+                    'collision': ['coal>=3.0'],
+                    # OMPL's Python bindings (PyPI only: the distro's ompl has none);
+                    # without them the worker plans with its own RRT-Connect.
+                    'planning': ['ompl>=2.0.1']},
     zip_safe=True,
     maintainer='ik_node maintainers',
     maintainer_email='maintainers@ik-node.invalid',

@@ -42,8 +42,10 @@ PYTHON_KEYS = {
 # ik_viewer's viser (pip install viser; no rosdep key) and what it brings (trimesh
 # for meshes, websockets, msgspec and zstandard: its wire protocol, which the
 # viewer's tests and ik_bench viewer speak): the viewer is optional.
+# OMPL's Python bindings (pip install ompl; the distro's ompl package has none):
+# the planner's own RRT-Connect runs without them.
 OPTIONAL = {'pytracik', 'trac_ik', 'roboticstoolbox', 'ruckig', 'fcl', 'viser', 'trimesh',
-            'websockets', 'msgspec', 'zstandard'}
+            'websockets', 'msgspec', 'zstandard', 'ompl'}
 # Tools the tests run as programs, and packages they find by name (a description
 # with meshes), with the text that shows each is still used.
 TEST_TOOLS = {'python3-mypy': "'-m', 'mypy'", 'python3-colcon-common-extensions': "'colcon'",
