@@ -53,6 +53,7 @@ from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+from ik_node.core.motion.worker import World
 from ik_node.urdf import bundled_file, bundled_urdf
 import numpy as np
 
@@ -186,7 +187,7 @@ def drive(chain, model, q0, rng, guarded, obstacles, seconds_per_target=3.0, wor
         counted(tracker, model, work)
     tracker._step = timed(tracker._step, step_times)
     if guard is not None:
-        free = tracker.goals.free
+        free = tracker.goals.worker.engine.free_for(World.of(guard))   # the worker's search
         free._search = timed(free._search, search_times)
     targets = [chain.forward(np.clip(q0 + rng.uniform(-0.8, 0.8, chain.n), chain.lower,
                                      chain.upper)) for _ in range(2)]

@@ -182,10 +182,6 @@ class CollisionSupport:
             f'{last.action}: {_pair_text(last)}'
         return values
 
-    def held(self) -> bool:
-        """Return True while the last step was held back by a pair (WARN)."""
-        return self.guard is not None and self.guard.blocked is not None
-
 
 def marker_entry(marker: Marker, name: str) -> dict:
     """Return the obstacles-file entry of one marker (CollisionError when it is not a solid)."""

@@ -195,9 +195,8 @@ def run(args):
                 s = demo.status
                 err = np.linalg.norm(demo.tip(demo.joints[-1][1]) - p)
                 print(f't={t:4.1f}s  targets sent {len(sent):4d}  '
-                      f"reachable={s.get('target_reachable', '?'):5s}  tip-to-latest-target "
-                      f"{1000 * err:6.1f} mm  IK residual {s.get('position_error_m', '?')} m  "
-                      f"solve {float(s.get('solve_time_s', 'nan')) * 1e6:6.1f} us")
+                      f"{s.get('arrival', '?'):11s} tip-to-latest-target {1000 * err:6.1f} mm  "
+                      f"({s.get('arrival_reason', '')})")
         print('unreachable target: 2 m in front of the robot')
         far = np.array(FAR_POSITION)
         demo.send(far, sent[-1][2])

@@ -29,25 +29,30 @@ from ik_node.core.motion.tracker import TrackerStatus
 
 
 def level_and_message(status: Optional[TrackerStatus], stale: str) -> Tuple[bytes, str]:
-    """Return (level, message): no model, stale feedback, unreachable, in collision, or OK."""
+    """Return (level, message): no model, stale feedback, else the arm's arrival verdict.
+
+    OK only while the arm has arrived or is arriving; WARN with the reason
+    otherwise (held, blocked, unreachable, no path: ik_node.core.motion.arrival).
+    """
     if status is None:
         return DiagnosticStatus.WARN, 'waiting for the robot model'
     if stale:
         return DiagnosticStatus.WARN, stale
-    target, res = status.target_result, status.last_result
-    if target is not None and not target.success:
-        return DiagnosticStatus.WARN, f'target unreachable: {target.reason}'
-    if res is not None and not res.success:
-        return DiagnosticStatus.WARN, f'unreachable: {res.reason}'
-    if target is not None and target.in_collision:
-        return DiagnosticStatus.WARN, f'target reachable, but in collision ({target.in_collision})'
-    return DiagnosticStatus.OK, 'target reachable'
+    arrival = status.arrival
+    level = DiagnosticStatus.OK if arrival.verdict.ok else DiagnosticStatus.WARN
+    return level, f'{arrival.verdict.value}: {arrival.reason}'
 
 
 def tracker_values(status: TrackerStatus) -> Dict[str, str]:
-    """Diagnostics of the tracker: solver, mode, results, solve times, counters."""
+    """Diagnostics of the tracker: the arm against its target, solver, results, counters."""
     budget = status.ik_budget_s
-    values = {'solver': status.solver, 'backend': status.backend, 'mode': status.mode,
+    arrival = status.arrival
+    values = {'arrival': arrival.verdict.value, 'arrival_reason': arrival.reason,
+              'distance_to_target_m': f'{arrival.distance_m:.4g}',
+              'angle_to_target_rad': f'{arrival.angle_rad:.4g}',
+              'approach_m_s': f'{arrival.approach_m_s:.3g}',
+              'time_to_go_s': f'{arrival.time_to_go_s:.3g}',
+              'solver': status.solver, 'backend': status.backend, 'mode': status.mode,
               'twist_timeouts': str(status.twist_timeouts),
               'twists_scaled_to_speed_limits': str(status.twists_scaled),
               'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}
@@ -56,10 +61,10 @@ def tracker_values(status: TrackerStatus) -> Dict[str, str]:
         values.update({'target_reachable': str(target.success).lower(),
                        'target_reason': target.reason,
                        'target_in_collision': target.in_collision or 'no'})
-    if res is not None:
-        values.update({'reachable': str(res.success).lower(),
-                       'position_error_m': f'{res.position_error:.3g}',
-                       'orientation_error_rad': f'{res.orientation_error:.3g}',
+    if res is not None:   # the solver's own residuals (the arm's distance: above)
+        values.update({'last_solve_succeeded': str(res.success).lower(),
+                       'last_solve_position_error_m': f'{res.position_error:.3g}',
+                       'last_solve_orientation_error_rad': f'{res.orientation_error:.3g}',
                        'solve_time_s': f'{status.last_solve_s:.3g}'})
     if status.solve_time_percentiles is not None:
         p50, p99, top = status.solve_time_percentiles

@@ -765,7 +765,8 @@ class IKNode(Node):
         stale = diagnostics.feedback_problem(self.feedback_topic, self.feedback, now)
         level, message = diagnostics.level_and_message(status, stale)
         values = {'rejected_messages': str(sum(self.rejected.values())),
-                  'callback_errors': str(self.callback_errors)}
+                  'callback_errors': str(self.callback_errors),
+                  'worker_errors': str(self.worker.errors)}
         values.update({f'rejected_{k}': str(v) for k, v in sorted(self.rejected.items())})
         values['targets_received'] = str(self.targets_received)
         values['poles_received'] = str(self.poles_received)
@@ -782,8 +783,6 @@ class IKNode(Node):
             values.update(diagnostics.tracker_values(status))
         if self.tracker is not None:
             values.update(self.collision.values(self.tracker.q))
-            if self.collision.held() and level == DiagnosticStatus.OK:
-                level, message = DiagnosticStatus.WARN, f'held by collision: {values["collision"]}'
 
         if self.stream is not None:
             values.update(diagnostics.stream_values(self.stream, self.clock.late_ticks,

@@ -107,7 +107,7 @@ def test_diagnostics_read_the_snapshot():
     tracker.check_reachability()
     status = tracker.status()
     level, message = diagnostics.level_and_message(status, '')
-    assert level == DiagnosticStatus.WARN and message.startswith('target unreachable: ')
+    assert level == DiagnosticStatus.WARN and message.startswith('unreachable: target unreachable')
     assert diagnostics.level_and_message(status, 'stale') == (DiagnosticStatus.WARN, 'stale')
     values = diagnostics.tracker_values(status)
     assert values['target_reachable'] == 'false' and values['mode'] == status.mode
@@ -135,7 +135,7 @@ def test_diagnostics_say_reachable_but_in_collision_and_name_the_pair():
     status = tracker.status()
     level, message = diagnostics.level_and_message(status, '')
     assert level == DiagnosticStatus.WARN, message
-    assert message.startswith('target reachable, but in collision (') and 'with ball)' in message
+    assert message.startswith('blocked: target in collision (') and 'with ball)' in message
     values = diagnostics.tracker_values(status)
     assert values['target_reachable'] == 'true' and values['target_in_collision'].endswith('ball')
 

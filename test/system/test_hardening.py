@@ -132,14 +132,17 @@ def test_signals_stop_the_moving_node_within_a_second_cleanly_and_a_restart_work
 
 
 def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
-    """A solve that raises at every tick: each error logged and counted, the node goes on.
+    """A tick that raises at every call: each error logged and counted, the node goes on.
 
-    The class's solve is broken, not the instance's: the node replaces its
-    solver by the compiled twin once the background compile is loaded (5 s
-    beside CPU hogs), and an instance patched before that was swapped away
-    with no error ever raised (a CI run beside two hogs, issue 30). A new
-    target makes every tick solve (a held target is answered from a cache).
+    The class's goal step is broken, not the instance's: the node replaces
+    its tracker's solver by the compiled twin once the background compile is
+    loaded (5 s beside CPU hogs), and an instance patched before that was
+    swapped away with no error ever raised (a CI run beside two hogs, issue
+    30). A solve that raises runs in the worker thread (issue 50): counted
+    there (worker_errors in /diagnostics), answered with the arm held, and
+    the ticks go on publishing.
     """
+    from ik_node.core.motion.tracker import MotionTracker
     with in_process_node('iiwa14', publish_rate=200.0) as (node, client, spin_once):
         published = []
         original_publish = node.command_pub.publish
@@ -147,7 +150,7 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
 
         def broken(*args, **kwargs):
             raise RuntimeError('injected failure')
-        monkeypatch.setattr(type(node.tracker.solver), 'solve', broken)
+        monkeypatch.setattr(MotionTracker, '_goal', broken)
         chain = node.tracker.chain
         goal = chain.forward(np.clip(node.tracker.q + 0.3, chain.lower, chain.upper))
         target = PoseStamped(pose=matrix_to_pose(goal))
@@ -156,9 +159,20 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
         assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0, spin_once)
         pub.publish(target)
         assert wait_until(lambda: node.callback_errors >= 3, 30.0, spin_once)
-        monkeypatch.undo()   # the class's own solve again
+        monkeypatch.undo()   # the class's own goal step again
         published.clear()
         assert wait_until(lambda: len(published) >= 5, 10.0, spin_once)
+        assert all(np.all(np.isfinite(m.position)) for m in published)
+        # The worker's solve raises: counted, and the ticks go on.
+        errors = node.callback_errors
+        monkeypatch.setattr(type(node.tracker.solver), 'solve', broken)
+        goal = chain.forward(np.clip(node.tracker.q - 0.3, chain.lower, chain.upper))
+        target.pose = matrix_to_pose(goal)
+        pub.publish(target)
+        assert wait_until(lambda: node.worker.errors >= 1, 30.0, spin_once)
+        published.clear()
+        assert wait_until(lambda: len(published) >= 5, 10.0, spin_once)
+        assert node.callback_errors == errors
         assert all(np.all(np.isfinite(m.position)) for m in published)
 
 

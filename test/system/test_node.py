@@ -127,7 +127,7 @@ def test_stream_is_followed_bad_targets_are_counted_and_never_published():
         assert node.wait(lambda: pose_errors(chain, np.array(node.joints[-1].position),
                                              key)[0] < 1e-4, 20.0)
         node.send(far)                                # unreachable
-        assert node.wait(lambda: node.diagnostic('reachable') == 'false', 20.0)
+        assert node.wait(lambda: node.diagnostic('arrival') == 'unreachable', 20.0)
         assert counted(), node.output()   # still counted after the stream
         for msg in node.joints:
             q = np.array(msg.position)

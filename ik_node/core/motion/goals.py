@@ -35,7 +35,7 @@ import time as _time
 from typing import Deque, Optional, Tuple, TYPE_CHECKING
 
 from ik_node.core.ik.base import IKResult, IKSolver
-from ik_node.core.ik.local import follow
+from ik_node.core.ik.local import follow, polish
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.worker import Answer, ImmediateWorker, Question, World
 from ik_node.core.poses import pose_error
@@ -55,13 +55,11 @@ LOCAL_HORIZON_STEPS = 2.0
 # Damped least-squares steps per command toward a moving pose, and per tick
 # toward a pose at rest while the worker's answer is awaited.
 LOCAL_ITERATIONS = 3
-# An answer's solution within this of the local steps' in every joint (rad, m)
-# is the same solution, made exact: taken. Farther, the local steps' one is
-# kept when it solves the pose and keeps the margin (no swing to another).
-SAME_SOLUTION = 0.05
 # A held goal replaced by one this close in every joint (rad, m: a solution
 # made exact) moves on smoothly; farther, it jumps (HeldGoal.replace).
-SMOOTH_JUMP = 1e-6
+SMOOTH_JUMP = 1e-4
+# The local steps' solution kept for a pose at rest is polished to this (m, rad).
+EXACT_TOL = 1e-12
 # The local steps are stuck when they leave at least this fraction of the
 # squared error: the bounded solve's answer is then followed, even far.
 STUCK = 0.99
@@ -158,10 +156,14 @@ class GoalSelector:
         self.target_result: Optional[IKResult] = None
         self.target_unchecked = False
         self.local_solves = 0
+        #: The last goal given solves its pose (else: a local minimum, the closest known).
+        self.solves_pose = True
         self._held: Optional[HeldGoal] = None
         self._target_key: Optional[tuple] = None
         self._aims: dict = {}   # key -> the aim (4, 4) of the newest question
         self._answer: Optional[Answer] = None   # the newest answer taken
+        self._target_answer: Optional[Answer] = None   # the newest to the target's question
+        self._path_answer: Optional[Answer] = None   # the newest path answer, until taken
 
     @property
     def held(self) -> Optional[HeldGoal]:
@@ -184,7 +186,8 @@ class GoalSelector:
     def no_target(self) -> None:
         """Drop the target's report and the goal held (the goal is a twist or a reset)."""
         self.target_result, self.target_unchecked = None, False
-        self._held = self._target_key = self._answer = None
+        self._held = self._target_key = self._answer = self._target_answer = None
+        self._path_answer = None
 
     # -- the questions -------------------------------------------------------------------
 
@@ -223,16 +226,52 @@ class GoalSelector:
         self.take_answers()
         return self.target_result
 
+    def ask_path(self, pose: FloatArray, aim: FloatArray, start: FloatArray,
+                 pole: Optional[FloatArray]) -> None:
+        """Ask the worker for a joint path from ``start`` (n,) to a free solution of the pose."""
+        key = ('path',) + self.key(pose, pole)
+        world = None if self.guard is None else World.of(self.guard)
+        self._aims[key] = aim
+        self.worker.ask(Question(key, pose, aim, np.array(start, dtype=np.float64), pole,
+                                 self.solver, world, np.array(start, dtype=np.float64)))
+
+    def take_path_answer(self, key: tuple) -> Optional[Answer]:
+        """Return the path answer for the target's ``key`` once (None: none came for it)."""
+        answer = self._path_answer
+        if answer is None or answer.key[1:] != key:
+            return None
+        self._path_answer = None
+        return answer
+
+    def hold_path_end(self, key: tuple, end: FloatArray, answer: Answer) -> None:
+        """Hold ``end`` (n,), a path's last point, as the goal of the pose asked under ``key``."""
+        held = self._held
+        if held is None or held.key != key:
+            self._held = HeldGoal(key, end.copy(), True, answer, revision=1)
+        else:
+            held.answer = answer
+            held.replace(end.copy(), True)
+
+    @property
+    def target_answer(self) -> Optional[Answer]:
+        """The newest answer to the target's question (None: none yet)."""
+        answer = self._target_answer
+        return answer if answer is not None and answer.key == self._target_key else None
+
     def take_answers(self) -> None:
         """Take the worker's newest answer: the target's report, the goal held for its key."""
         answer = self.worker.poll()
         if answer is None:
             return
-        self._answer = answer
         self.stats.record(answer.elapsed_s)
         self.stats.last_result = answer.result
+        if answer.key[0] == 'path':
+            self._path_answer = answer
+            return
+        self._answer = answer
         if answer.key == self._target_key:
             self.target_result = answer.result
+            self._target_answer = answer
         held = self._held
         if held is not None and answer.key == held.key:
             self._adopt(held, answer)
@@ -241,19 +280,31 @@ class GoalSelector:
         """Head for the answer's goal, unless the local steps already solve the pose as well.
 
         The local steps' solution is nearest the arm (no swing); it is kept
-        when it solves the aim, the answer's is another solution (farther
-        than SAME_SOLUTION), no pole was asked for (the answer's swivel is
-        the pole's) and (with collision checking) the margin is kept there.
+        (polished to EXACT_TOL) when it solves the aim, no pole was asked for
+        (the answer's swivel is the pole's) and (with collision checking) the
+        margin is kept there.
         A goal that does not solve the aim is replaced by the answer's when
-        that is closer to the pose.
+        that is closer to the pose, or the goal is inside the margin; a target
+        reachable only in collision always by the answer's (the closest free
+        pose in task space).
         """
         held.answer = answer
         if answer.solves:
-            swing = np.max(np.abs(answer.goal - held.q)) > SAME_SOLUTION
-            if held.solved and swing and held.key[1] is None and self._free(held.q):
-                return   # the local steps' solution: as good, and no swing to get there
+            if held.solved and held.key[1] is None and self._free(held.q):
+                # The local steps' solution: from where the arm is (no swing),
+                # made as exact as the solvers' (their tolerance is 1e-6).
+                aim = self._aims.get(held.key)
+                if aim is not None:
+                    q, ok = polish(self.chain, held.q, aim, EXACT_TOL, LOCAL_ITERATIONS)
+                    if ok:
+                        held.replace(q, True)
+                return
             held.replace(answer.goal.copy(), True)
-        elif not held.solved and self._cost(answer.goal, held.key) < self._cost(held.q, held.key):
+        elif answer.result.in_collision or not held.solved and (
+                self._cost(answer.goal, held.key) < self._cost(held.q, held.key)
+                or not self._free(held.q)):
+            # The closest pose the worker found (with collision checking: the
+            # closest free one), unless the local steps got closer, and free.
             held.replace(answer.goal.copy(), False)
 
     def _cost(self, q: FloatArray, key: tuple) -> float:
@@ -302,6 +353,7 @@ class GoalSelector:
         elif not held.solved and held.answer is None:
             q, _, converged = self._follow(aim, held.q)
             held.replace(q, converged)
+        self.solves_pose = held.solved
         return held
 
     def moving_goal(self, pose: FloatArray, reference: FloatArray, dt: float,
@@ -323,20 +375,24 @@ class GoalSelector:
         steps only when its answer is far.
         """
         self.take_answers()
+        self.solves_pose = True
         if pole is None:
             q, left, _ = self._follow(pose, reference)
             if left == 0.0:
                 return q
             res = self._quick(pose, reference, None)
             if res is None or not res.success:
+                self.solves_pose = False
                 return q
             if left >= STUCK or self._near(res.q, reference, dt):
                 return self._closer_this_step(pose, reference, dt, q, res.q)
+            self.solves_pose = False
             return q
         res = self._quick(pose, reference, pole)
         if res is not None and res.success and self._near(res.q, reference, dt):
             return res.q
-        return self._follow(pose, reference)[0]
+        q, _, self.solves_pose = self._follow(pose, reference)
+        return q
 
     def _quick(self, pose: FloatArray, reference: FloatArray,
                pole: Optional[FloatArray]) -> Optional[IKResult]:

@@ -51,11 +51,13 @@ from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
+from ik_node.core.motion.arrival import Arrival, ROT_WEIGHT_M
 # TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.goals import GoalSelector, SolveStats
 from ik_node.core.motion.posture import PostureDrift
+from ik_node.core.motion.route import Recovery
 from ik_node.core.motion.teleop import TwistInput
 from ik_node.core.motion.trajectory import CartesianTrajectory
 from ik_node.core.poses import pose_error, pose_matrix, rotation9
@@ -86,6 +88,13 @@ TIP_SPEED_PASSES = 3
 # stage's mean of joint positions and the cubic between grid points move the
 # tip up to ~0.2 % faster than the steps they smooth (measured over random twists).
 TIP_SPEED_SHARE = 0.99
+# A trajectory's end pose this close to the target (m, rad) is the target (its
+# question is the target's: the same key, the same answer).
+SAME_POSE = 1e-9
+# The joints' own weight in the metric a pose goal is slid in (MotionTracker._task_metric),
+# m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a redundant
+# arm's self-motion) cost this little.
+SLIDE_DAMPING = 1e-4
 
 MODES = ('trajectory', 'direct', 'reset', 'twist')
 
@@ -118,6 +127,8 @@ class TrackerStatus:
         keys_retimed, keys_dropped, keys_duplicate: the trajectory's verdicts
             on target keys (see CartesianTrajectory.add_key).
         local_solves: moving goals followed by local damped steps.
+        arrival: the arm against its target: verdict, reason, distance, progress
+            (ik_node.core.motion.arrival).
 
     """
 
@@ -136,6 +147,7 @@ class TrackerStatus:
     keys_dropped: int
     keys_duplicate: int
     local_solves: int
+    arrival: Arrival
 
 
 class MotionTracker:
@@ -198,6 +210,9 @@ class MotionTracker:
         self._guard: Optional[CollisionGuard] = None
         #: Wall-clock time per part of the current tick (MotionSession times whole ticks).
         self.costs = TickCosts()
+        #: Progress toward the target; rest and paths when there is none (route.py).
+        self.recovery = Recovery(chain)
+        self._goal_in_task = False   # the step's goal solves a pose (slid in the tip's metric)
         solver.set_budget(self.config.ik_timeout)
 
     # -- state ------------------------------------------------------------------------
@@ -263,7 +278,14 @@ class MotionTracker:
             solve_time_percentiles=stats.percentiles(), twist_timeouts=self.twists.timeouts,
             twists_scaled=self.twists.scaled, targets_clamped=self.targets_clamped,
             keys_retimed=trajectory.retimed, keys_dropped=trajectory.dropped,
-            keys_duplicate=trajectory.duplicates, local_solves=self.goals.local_solves)
+            keys_duplicate=trajectory.duplicates, local_solves=self.goals.local_solves,
+            arrival=self.arrival())
+
+    def arrival(self) -> Arrival:
+        """Return the arm against its target now (ik_node.core.motion.arrival)."""
+        blocked = None if self.guard is None else self.guard.blocked
+        return self.recovery.arrival(self.q, self.v, self.target, self.mode,
+                                     self.goals.target_result, blocked, self.time)
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""
@@ -343,10 +365,18 @@ class MotionTracker:
         come back. The target becomes that pose.
         """
         self.twists.twist = None
+        self._stop_q = self._stopping_point()
+        self.target = self.chain.forward(self._stop_q)
+
+    def _stopping_point(self) -> FloatArray:
+        """Return where braking uniformly at the acceleration limits stops the joints (n,).
+
+        Every joint over the slowest joint's ``T = max |v| / a``, to ``q + v T / 2``
+        (within the limits): the motion keeps its direction while it stops.
+        """
         c = self.chain
         braking_s = float(np.max(np.abs(self.v) / self._a_max))
-        self._stop_q = np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
-        self.target = c.forward(self._stop_q)
+        return np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
 
     def can_stop(self, q, v) -> bool:
         """Return True when the joints at q (n,) moving at v (n,) can stop within their limits.
@@ -380,6 +410,7 @@ class MotionTracker:
         np.clip(v, -self.chain.velocity, self.chain.velocity, out=v)
         self.q, self.v, self.time = q, v, float(time)
         self.goals.forget_fallback()
+        self.recovery.forget()
         self._last_goal = None
         if not self._has_target:
             self.target = self.chain.forward(q)
@@ -542,6 +573,8 @@ class MotionTracker:
         self.q, self.v = self._step_within_tip_speeds(
             goal, self._goal_velocity(goal, float(time), source), dt)
         costs.add('limits', _clock() - stepping - (costs.parts['collision'] - guarded))
+        if self.mode in ('trajectory', 'direct'):
+            self._watch_progress(float(time), goal, source)
         self.time = float(time)
         if self.mode == 'reset' and self._arrived(goal):
             self.mode = self._pose_mode()
@@ -549,6 +582,54 @@ class MotionTracker:
         if self.teleoperating:
             self.twists.bound(self.target, self.chain.forward(self.q))
         return self.command_now()
+
+    def _watch_progress(self, time: float, goal: FloatArray, source) -> None:
+        """Sample the progress toward the target; on a stall take a route (route.Recovery).
+
+        ``goal``: (n,) the joints this step headed for, ``source`` its
+        identity (_goal). The straight route and a path go to the target's
+        free solution (the worker's answer); a path is asked only with
+        collision checking (without, the straight way in joint space is free).
+        """
+        goals = self.goals
+        held = goals.held
+        revision = None if held is None else held.revision
+        key = goals.key(self.target, self.pole)
+        answer = goals.target_answer
+        # Straight to the worker's goal: a free solution, or the closest (free) pose.
+        solution = None if answer is None else answer.goal
+        holder = None if self.guard is None else self.guard.blocked
+        action = self.recovery.observe(key, time, self.q, self.v, goal, source, self.target,
+                                       self._stopping_point(), revision, holder, solution,
+                                       goals.solves_pose)
+        if action == 'straight' and answer is not None and answer.solves:
+            goals.hold_path_end(key, answer.goal, answer)
+        elif action == 'done' and self.mode == 'trajectory':
+            # The route took the arm to the goal held: the trajectory is over (its
+            # samples are the target from now on, the goal held for it).
+            self._last_goal = None
+            self.trajectory.reset(self.target[:3, 3], matrix_to_quaternion(self.target[:3, :3]),
+                                  time)
+        elif action == 'plan' and self.guard is not None and answer is not None and \
+                answer.solves:
+            aim = goals.solver.aim_within_reach(self.target)
+            goals.ask_path(self.target, aim, self.q, self.pole)
+            self.recovery.asked(time)
+
+    def _route_goal(self, time: float) -> Optional[FloatArray]:
+        """Return the route's goal (n,) (a rest, a path's point) for the target, or None.
+
+        A path answer for the target is taken here: its end becomes the goal held.
+        """
+        goals = self.goals
+        key = goals.key(self.target, self.pole)
+        path = goals.take_path_answer(key)
+        if path is not None:
+            end = self.recovery.take_path(path, time)
+            if end is not None:
+                goals.hold_path_end(key, end, path)
+        revision = None if goals.held is None else goals.held.revision
+        return self.recovery.goal(key, self.q, time, revision)
 
     def brake(self, time: float) -> Command:
         """Step toward rest for the time elapsed, at the acceleration limits, within every limit.
@@ -688,7 +769,7 @@ class MotionTracker:
         if guard.admits(self.q, q1, v1, self._a_max, c.lower, c.upper):
             guard.note_free(dt)
             return q1, v1
-        slid = guard.slid_goal(self.q, goal)
+        slid = guard.slid_goal(self.q, goal, self._task_metric() if self._goal_in_task else None)
         if slid is not None:
             slid = np.clip(slid, c.lower, c.upper)
             for q2, v2 in self._slid_steps(slid, dt, speeds):
@@ -697,6 +778,17 @@ class MotionTracker:
                     return q2, v2
         guard.note_held('braked')
         return self._limited(np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
+
+    def _task_metric(self) -> FloatArray:
+        """Return (n, n) J^T W J + SLIDE_DAMPING I at the command: the tip's motion per joint step.
+
+        W weighs a radian of the tip's rotation as ROT_WEIGHT_M metres. A goal
+        slid in this metric moves the tip along the surface toward its pose
+        (issue 50: in joint space's own, the demo's tip dove under the shelf's top).
+        """
+        jac = self.chain.jacobian(self.q)
+        jac[3:] *= ROT_WEIGHT_M
+        return jac.T @ jac + SLIDE_DAMPING * np.eye(self.chain.n)
 
     def _slid_steps(self, slid: FloatArray, dt: float, speeds: Optional[FloatArray]
                     ) -> Iterator[Tuple[FloatArray, FloatArray]]:
@@ -734,17 +826,31 @@ class MotionTracker:
         source stays the same), or None for a goal to stop at (a reset, a
         release).
         """
+        self._goal_in_task = False   # a goal in joint space (slid in joint space's metric)
         if self.mode == 'reset':
             return self.q0, None
         if self.mode == 'twist' and self.twists.twist is None:
             return self._stop_q, None
         if self.goals.target_unchecked:
             self._ask_target()
+        goal, source = self._pose_goal(time, reference)
+        if self.mode != 'twist':
+            # After the pose's goal: a rest lifts when the goal held changes.
+            route = self._route_goal(time)
+            if route is not None:
+                return route, None
+        self._goal_in_task = True
+        return goal, source
+
+    def _pose_goal(self, time: float, reference: FloatArray) -> Tuple[FloatArray, tuple]:
+        """Return (joints (n,) for the pose of the mode at ``time``, source) (_goal)."""
         if self.mode in ('direct', 'twist'):
             pose, final = self.target, self.mode == 'direct'
         else:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
+            if final and max(pose_error(pose, self.target)) <= SAME_POSE:
+                pose = self.target   # the end key, through a quaternion and back: the target
         dt = time - self.time
         # A target out of reach: toward a pose the arm can hold with its elbow bent.
         # Not a twist's target: it is kept near the tip (TwistState.bound), and the

@@ -37,8 +37,9 @@ import threading
 import time
 from typing import Callable, Dict, Optional, Tuple
 
-from ik_node.core.collision.free import FreeSolutions
+from ik_node.core.collision.free import closest_free_pose, closest_pair, FreeSolutions
 from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.planner import JointPlanner
 from ik_node.core.collision.shapes import Shape
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.factory import make_solver
@@ -154,14 +155,15 @@ class GoalEngine:
             collision on a copy of their model (another thread's engine);
             False: use them as they are (the tick's own thread).
         planner: joint-space planner ``plan(guard, start, goal, checkpoint)
-            -> (path (k, n) or None, note)``, or None (no paths).
+            -> (path (k, n) or None, note)`` (default: a JointPlanner, OMPL's
+            RRT-Connect when it imports, else the own one).
 
     """
 
     def __init__(self, separate: bool = False, planner=None):
         """Nothing asked yet."""
         self.separate = separate
-        self.planner = planner
+        self.planner = planner if planner is not None else JointPlanner()
         self.checkpoint: Callable[[], None] = _no_checkpoint
         self._solvers: Dict[int, Tuple[IKSolver, IKSolver]] = {}
         self._world: Optional[Tuple[CollisionGuard, CollisionGuard, FreeSolutions]] = None
@@ -211,11 +213,18 @@ class GoalEngine:
             if aimed.success:
                 goal, solves = aimed.q, not aimed.in_collision
         elif not result.success:
-            goal = _closer_of(solver.chain, question.pose, result.q, question.start)
+            goal = _closer_of(solver.chain, question.pose, result, question.start)
+        if free is not None and not solves and closest_pair(free.guard, goal) is not None:
+            # Reachable only inside the margin (or its closest pose is): the closest
+            # free pose in task space, from the arm's joints (connected to them).
+            goal = closest_free_pose(free.guard, question.start, question.aim, self.checkpoint)
         path, note = None, ''
-        if question.path_from is not None and self.planner is not None and free is not None:
-            path, note = self.planner.plan(free.guard, question.path_from, goal,
-                                           self.checkpoint)
+        if question.path_from is not None:
+            if free is None:
+                note = 'no collision model: nothing to plan around'
+            else:
+                path, note = self.planner.plan(free.guard, question.path_from, goal,
+                                               self.checkpoint)
         self.answered += 1
         return Answer(question.key, result, goal, solves, path, note,
                       time.perf_counter() - start)
@@ -231,11 +240,16 @@ class GoalEngine:
         return res
 
 
-def _closer_of(chain, pose: FloatArray, q: FloatArray, start: FloatArray) -> FloatArray:
-    """Return whichever of q and start (n,) puts the tip closer to pose (4, 4) (a failed solve)."""
-    pos, rot = pose_error(pose, chain.forward(q))
+def _closer_of(chain, pose: FloatArray, result: IKResult, start: FloatArray) -> FloatArray:
+    """Return the failed solve's joints if its residual is below the start's, else the start.
+
+    A failed solve gives the closest pose its attempt found; it is headed for
+    only when it puts the tip closer to pose (4, 4) than the joints ``start``
+    (n,) already do (squared residual, m^2 + rad^2).
+    """
     pos0, rot0 = pose_error(pose, chain.forward(start))
-    return q if pos * pos + rot * rot < pos0 * pos0 + rot0 * rot0 else start.copy()
+    cost = result.position_error ** 2 + result.orientation_error ** 2
+    return result.q if cost < pos0 * pos0 + rot0 * rot0 else start.copy()
 
 
 def twin_solver(solver: IKSolver) -> IKSolver:
