@@ -81,6 +81,19 @@ REPAIR_STEP = 0.2
 # Wall-clock time the self-motion may be followed, s (the seeded solves'
 # SEARCH_BUDGET_S starts after it).
 REPAIR_BUDGET_S = 0.02
+# The closest free pose (closest_free_pose): iterations, the largest joint step
+# (rad), the clearance kept beyond the margin (m), how far beyond it pairs are
+# linearised (m), halvings of a step, the step that ends it (rad), the
+# joints' own weight in the tip's metric (m^2 per rad^2), and the metres a
+# radian of the tip's rotation weighs (arrival.ROT_WEIGHT_M's value).
+CLOSEST_ITERATIONS = 200
+CLOSEST_MAX_STEP = 0.1
+CLOSEST_CLEARANCE = 5e-4
+CLOSEST_REACH = 0.05
+CLOSEST_HALVINGS = 6
+CLOSEST_STEP_TOL = 1e-6
+CLOSEST_DAMPING = 1e-4
+ROT_WEIGHT = 0.1
 
 
 def closest_pair(guard: CollisionGuard, q: FloatArray) -> Optional[Tuple[str, str]]:
@@ -281,6 +294,74 @@ class FreeSolutions:
         rng = np.random.default_rng(0)
         for _ in range(RANDOM_SEEDS):
             yield rng.uniform(lower, upper)
+
+
+def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
+                      checkpoint: Optional[Callable[[], None]] = None) -> FloatArray:
+    """Return joints (n,) whose tip is closest to ``aim`` (4, 4) keeping the margin, from start.
+
+    For a target reachable only inside the collision margin (issue 50: the
+    arm should end at the closest free pose in task space, not wherever the
+    local step stopped). Projected Gauss-Newton from ``start`` (n,), a free
+    configuration (the arm's): each step is the damped step toward the pose
+    (:func:`ik_node.core.ik.local.damped_step`), projected on the near pairs'
+    linearised distances (at least the margin plus CLOSEST_CLEARANCE) and on
+    the joint limits (a joint at its limit would stop every step) in the
+    tip's metric J^T W J + CLOSEST_DAMPING I (CollisionGuard.slid_goal's), so
+    the tip slides along the surface; a step that leaves the margin or does
+    not lower the pose error is halved. Stops after CLOSEST_ITERATIONS or
+    when the step is below CLOSEST_STEP_TOL. What it returns is free (start
+    itself at worst) and connected to start by free steps.
+    """
+    from ik_node.core.ik.local import damped_step
+    from ik_node.core.poses import pose_residual_of_matrices
+    wait = _nothing if checkpoint is None else checkpoint
+    model, chain = guard.model, guard.model.chain
+    weight = np.array([1.0, 1.0, 1.0, ROT_WEIGHT, ROT_WEIGHT, ROT_WEIGHT])
+    need = guard.margin + CLOSEST_CLEARANCE
+    q = np.clip(np.asarray(start, dtype=np.float64), chain.lower, chain.upper)
+
+    def cost(x: FloatArray) -> float:
+        r = pose_residual_of_matrices(aim, chain.forward(x)) * weight
+        return float(r @ r)
+
+    best = cost(q)
+    for _ in range(CLOSEST_ITERATIONS):
+        wait()
+        pose, jac = chain.forward_and_jacobian(q)
+        step = damped_step(jac, pose_residual_of_matrices(aim, pose))
+        largest = float(np.max(np.abs(step)))
+        if largest > CLOSEST_MAX_STEP:
+            step *= CLOSEST_MAX_STEP / largest
+        # Rows: the near pairs' distances, and the joint limits (x within them).
+        near = model.distances(q, need + CLOSEST_REACH)
+        eye = np.eye(chain.n)
+        rows = [eye, -eye]
+        needs = [chain.lower - q, q - chain.upper]
+        if near.pairs.size:
+            rows.append(model.gradients(q, near))
+            needs.append(need - near.distance)
+        grads, floors = np.vstack(rows), np.concatenate(needs)
+        finite = np.isfinite(floors)
+        weighted = jac * weight[:, None]
+        metric = weighted.T @ weighted + CLOSEST_DAMPING * eye
+        lower = np.linalg.cholesky(metric).astype(np.float64)
+        y = CollisionGuard._project(lower.T @ step,
+                                    np.linalg.solve(lower, grads[finite].T).T.astype(np.float64),
+                                    floors[finite])
+        step = np.linalg.solve(lower.T, y).astype(np.float64)
+        for _ in range(CLOSEST_HALVINGS):
+            trial = np.clip(q + step, chain.lower, chain.upper)
+            value = cost(trial)
+            if value < best and model.distances(trial, guard.margin).lowest >= guard.margin:
+                break
+            step = 0.5 * step
+        else:
+            break
+        q, best = trial, value
+        if float(np.max(np.abs(step))) < CLOSEST_STEP_TOL:
+            break
+    return q
 
 
 def _nothing() -> None:

@@ -364,11 +364,16 @@ class CollisionGuard:
             last = self._last_gradients = (near, self.model.gradients(q, near))
         return last[1]
 
-    def slid_goal(self, q: FloatArray, goal: FloatArray) -> Optional[FloatArray]:
+    def slid_goal(self, q: FloatArray, goal: FloatArray,
+                  metric: Optional[FloatArray] = None) -> Optional[FloatArray]:
         """Return the goal (n,) moved so that the way from q keeps near pairs outside the margin.
 
         Linearised at the configuration where the last refusal was found (q1
         or its stopping point). None when the goal is not finite (a brake).
+        ``metric``: (n, n) symmetric positive definite, the displacement is
+        moved least in ``x^T metric x`` (the tip's: J^T W J + lambda I, so the
+        tip slides along the surface toward its target); None: Euclidean in
+        joint space.
         """
         if not np.all(np.isfinite(goal)):
             return None
@@ -377,14 +382,23 @@ class CollisionGuard:
         # d(q + x) ~ d(config) + g (q + x - config) >= margin + clearance
         need = (self.margin + SLIDE_CLEARANCE - near.distance
                 - grads @ (q - config))
+        x0 = goal - q
+        if metric is not None:
+            # x = L^-T y with metric = L L^T: |x|_metric = |y|, g x = (L^-1 g) y.
+            lower = np.linalg.cholesky(metric)
+            x0 = lower.T @ x0
+            grads = np.linalg.solve(lower, grads.T).T
         kernels = self.model.kernels
         if kernels.compiled:
             x = np.empty(len(q))
-            kernels.proximity.slide_projection(np.ascontiguousarray(goal - q), grads,
+            kernels.proximity.slide_projection(np.ascontiguousarray(x0),
+                                               np.ascontiguousarray(grads),
                                                np.ascontiguousarray(need), ACTIVE_SLACK,
                                                SLIDE_SWEEPS, x)
         else:
-            x = self._project(goal - q, grads, need)
+            x = self._project(x0, grads, need)
+        if metric is not None:
+            x = np.linalg.solve(lower.T, x)
         return q + x
 
     @staticmethod
