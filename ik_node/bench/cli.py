@@ -18,9 +18,9 @@
 import argparse
 import sys
 
-from ik_node.bench import analytic, collision, controllers, corpus, events, feedback, flood, \
-    fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, teleop, \
-    ticks, viewer
+from ik_node.bench import analytic, arrival, collision, controllers, corpus, events, feedback, \
+    flood, fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, \
+    teleop, ticks, viewer
 
 
 def build_parser():
@@ -52,6 +52,7 @@ def build_parser():
     handles.add_parser(sub)
     viewer.add_parser(sub)
     ticks.add_parser(sub)
+    arrival.add_parser(sub)
     return parser
 
 

@@ -23,8 +23,9 @@ dragged pose per handle waits for the next tick, which streams it as a
 target (smoothing and every limit apply, as to ``~/target_pose``); the
 poses it replaced are counted. :class:`TargetHandles` is the node's side:
 the markers (:mod:`ik_node.ros.marker_server`), the target handle's colour
-from the newest target's reachability (green: reachable and free; orange:
-reachable but in collision; red: unreachable), the handles following the
+from the arm's arrival verdict, as /diagnostics reports it (green: arrived
+or arriving; orange: held or blocked; red: unreachable or no path), the
+handles following the
 arm when nobody drags them, and the menu (reset, solver, smoothing).
 
 Frames: markers are in the chain's base frame with a zero stamp, so that
@@ -38,7 +39,7 @@ import math
 from typing import Callable, Dict, Optional
 
 from geometry_msgs.msg import Point, PointStamped, Pose, PoseStamped, Quaternion
-from ik_node.core.ik.base import IKResult
+from ik_node.core.motion.arrival import Arrival, Verdict
 from ik_node.ros.conversions import check_point, check_target, matrix_to_pose, \
     pose_matrix, RejectedMessage
 import numpy as np
@@ -56,10 +57,10 @@ OTHER_CLIENT_S = 1.0
 # A following handle is moved when the arm is this far from it (m, rad).
 FOLLOW_M, FOLLOW_RAD = 1e-3, 0.01
 TARGET_SCALE_M, POLE_SCALE_M = 0.2, 0.12
-LOOKS = {   # reachability -> (r, g, b), description
-    'free': ((0.1, 0.8, 0.2), 'reachable'),
-    'collision': ((1.0, 0.55, 0.0), 'reachable, but in collision'),
-    'unreachable': ((0.9, 0.1, 0.1), 'unreachable'),
+LOOKS = {   # the arm's arrival verdict -> (r, g, b), description
+    'free': ((0.1, 0.8, 0.2), 'arrived or arriving'),
+    'collision': ((1.0, 0.55, 0.0), 'held or blocked (in collision)'),
+    'unreachable': ((0.9, 0.1, 0.1), 'unreachable, or no path'),
     'none': ((0.7, 0.7, 0.7), 'drag me'),
 }
 SOLVERS = ('auto', 'analytic', 'jacobian')
@@ -70,16 +71,20 @@ EVENTS = {Feedback.KEEP_ALIVE, Feedback.POSE_UPDATE, Feedback.MENU_SELECT,
           Feedback.BUTTON_CLICK, Feedback.MOUSE_DOWN, Feedback.MOUSE_UP}
 
 
-def look_of(target: Optional[IKResult]) -> str:
-    """Return the target handle's look of the newest target's verdict (None: no target yet).
+def look_of(arrival: Optional[Arrival]) -> str:
+    """Return the target handle's look of the arm's arrival verdict (None: no target yet).
 
-    'free', 'collision', 'unreachable' or 'none'.
+    'free' (arrived, arriving), 'collision' (held, blocked), 'unreachable'
+    (unreachable, no path) or 'none': the colour /diagnostics' level and
+    message agree with (ik_node.core.motion.arrival).
     """
-    if target is None:
+    if arrival is None:
         return 'none'
-    if not target.success:
-        return 'unreachable'
-    return 'collision' if target.in_collision else 'free'
+    if arrival.verdict.ok:
+        return 'free'
+    if arrival.verdict in (Verdict.HELD, Verdict.BLOCKED):
+        return 'collision'
+    return 'unreachable'
 
 
 class HandlePolicy:
@@ -264,7 +269,7 @@ class TargetHandles:
             return
         now = self._clock()
         tracker = node.tracker
-        look = look_of(tracker.target_result)   # not status(): its percentiles cost
+        look = look_of(tracker.arrival() if tracker.has_target else None)
         menu_state = (node.get_parameter('solver').value,
                       bool(node.get_parameter('smoothing').value))
         tip = tracker.chain.forward(tracker.q)

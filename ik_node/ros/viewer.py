@@ -30,8 +30,9 @@ restarted node or a changed description is drawn anew. It draws:
   gizmo nobody drags follows the tip; a closed browser mid-drag sends
   nothing more, and the arm stops at the last target;
 - the planned path and the obstacles of the node's ``~/markers``;
-- a panel with what ``/diagnostics`` says (reachable or why not, solver,
-  solve time, collision) and each joint's speed against its limit.
+- a panel with what ``/diagnostics`` says (the arm's arrival verdict and
+  why, how far the arm is from its target, solver, solve time, collision)
+  and each joint's speed against its limit.
 
 It prints the URL to open. Frames: everything is drawn in the chain's base
 frame (the scene's origin).
@@ -275,6 +276,9 @@ class BrowserScene:
     def show_status(self, values: Dict[str, str], message: str) -> None:
         """Write what /diagnostics says in the panel."""
         lines = [f'**{message}**', '',
+                 f"arm to target: {values.get('distance_to_target_m', '?')} m, "
+                 f"{values.get('angle_to_target_rad', '?')} rad "
+                 f"({values.get('arrival', '?')})",
                  f"solver: {values.get('solver', '?')} ({values.get('backend', '?')}), "
                  f"mode: {values.get('mode', '?')}",
                  f"solve time: {values.get('solve_time_s', '?')} s "

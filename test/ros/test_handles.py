@@ -17,7 +17,7 @@
 import math
 
 from hypothesis import given, settings, strategies as st
-from ik_node.core.ik.base import IKResult
+from ik_node.core.motion.arrival import Arrival, Verdict
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.handles import DRAG_IDLE_S, HandlePolicy, look_of, menu_entries, moved, \
     OTHER_CLIENT_S, POLE, pole_marker, TARGET, target_marker
@@ -26,12 +26,6 @@ import pytest
 import transforms3d
 from visualization_msgs.msg import InteractiveMarkerControl as Control, \
     InteractiveMarkerFeedback as Feedback
-
-
-def result(success, in_collision=''):
-    """Return an IKResult with the verdicts look_of reads."""
-    return IKResult(q=np.zeros(7), success=success, position_error=0.0,
-                    orientation_error=0.0, in_collision=in_collision)
 
 
 def test_a_drag_runs_from_mouse_down_to_mouse_up_or_half_a_second_of_silence():
@@ -88,11 +82,12 @@ def test_the_newest_offer_is_taken_once_and_every_replaced_one_is_counted(offers
     assert taken + pending + policy.coalesced == offered
 
 
-def test_the_look_follows_the_newest_targets_verdict():
+def test_the_look_follows_the_arms_arrival_verdict():
     assert look_of(None) == 'none'
-    assert look_of(result(True)) == 'free'
-    assert look_of(result(True, 'link_7 with table')) == 'collision'
-    assert look_of(result(False)) == 'unreachable'
+    looks = {verdict: look_of(Arrival(verdict, '', 0.0, 0.0)) for verdict in Verdict}
+    assert looks == {Verdict.ARRIVED: 'free', Verdict.ARRIVING: 'free',
+                     Verdict.HELD: 'collision', Verdict.BLOCKED: 'collision',
+                     Verdict.UNREACHABLE: 'unreachable', Verdict.NO_PATH: 'unreachable'}
 
 
 @settings(max_examples=50, deadline=None)

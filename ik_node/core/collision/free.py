@@ -21,8 +21,9 @@ brings a checked pair inside the collision margin, :class:`FreeSolutions`
 looks for others. A closed form with ``solve_batch`` gives every branch at
 BRANCH_SAMPLES values of its free parameter (the swivel angle, or q7 on an
 offset wrist); they are checked nearest the reference first (Euclidean in
-joint space), and the first free one is the answer. For another solver (the
-Jacobian one) the margin is a constraint of its answer first: from the
+joint space), and the first free one is the answer. When none is (a narrow
+free band between samples), or for another solver (the Jacobian one), the
+margin is a constraint of its answer first: from the
 answer, the arm's self-motion is followed (steps in the null space of the
 tip's Jacobian, the pose kept to first order, each solved again from where it
 ends), first the way that opens the pairs inside the margin, then the other
@@ -169,12 +170,13 @@ class FreeSolutions:
         """Look for other solutions; return the free one nearest reference, else res marked."""
         self.searches += 1
         start = _time.perf_counter()
+        best = None
         if _branch_parameter(solver) is not None:
             best = self._nearest_free(self._branches(solver, pose), reference)
-        else:
+        if best is None:   # (a closed form's samples may all miss a narrow free band)
             best = self.along_self_motion(solver, pose, res.q, pole, start + self.repair_budget_s)
-            if best is None:
-                best = self.restarted(solver, pose, reference, pole, _time.perf_counter())
+        if best is None:
+            best = self.restarted(solver, pose, reference, pole, _time.perf_counter())
         if best is None:
             return dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
         pos, rot = pose_error(pose, self.guard.model.chain.forward(best))

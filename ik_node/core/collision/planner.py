@@ -14,10 +14,10 @@ on the same validity test: OMPL's (``pip install ompl``, BSD; its
 RRTConnect and its path simplifier), used when it imports, and
 :class:`OwnRRTConnect` (numpy, with random shortcutting), used otherwise;
 ``ik_bench arrival --planner`` compares them. A state is valid when every
-checked pair is at least the margin apart (or, from a start inside the
-margin, no closer than the start is); a segment when its points every
-RESOLUTION_RAD are. Both stop at ``time_limit_s``, or when the caller's
-checkpoint raises (a newer question).
+checked pair is at least the margin plus CLEARANCE_M apart, or within
+NEAR_START_RAD of a start that is not, no closer than the start is; a
+segment when its points every RESOLUTION_RAD are. Both stop at
+``time_limit_s``, or when the caller's checkpoint raises (a newer question).
 
 Joints (n,) in chain order, rad (m); an unbounded joint is searched one
 turn either side of where it starts.
@@ -44,9 +44,13 @@ PATH_SPACING = 0.05
 # Share of the planning time the shortcutting may use (own planner).
 SHORTCUT_SHARE = 0.25
 # A state must clear the margin by this much more (m): the tick's step cuts
-# corners between the path's points, and a path grazing the margin would be
-# slid at every step.
+# corners between the path's points, and its braking path reaches ahead of
+# it; a path grazing the margin was slid and held at every step.
 CLEARANCE_M = 0.005
+# Within this of the start (largest joint), rad, a state need only keep the
+# start's own distance when that is below the clearance (Validity.threshold).
+NEAR_START_RAD = 0.2
+_OMPL_SEEDED = False   # OMPL's process-wide random numbers seeded (OmplRRTConnect)
 
 
 def ompl_available() -> bool:
@@ -74,22 +78,35 @@ class Validity:
 
     def __init__(self, guard: CollisionGuard, start: FloatArray,
                  checkpoint: Callable[[], None]):
-        """Threshold: the margin plus CLEARANCE_M, or the start's distance when lower."""
+        """Threshold: the margin plus CLEARANCE_M; near the start, its distance when lower."""
         self.model = guard.model
         self.checkpoint = checkpoint
         self.checks = 0
-        wanted = guard.margin + CLEARANCE_M
-        self.threshold = min(wanted, self.lowest(start, wanted) - 1e-9)
+        self.start = np.asarray(start, dtype=np.float64)
+        self.wanted = guard.margin + CLEARANCE_M
+        self.near_start = min(self.wanted, self.lowest(self.start, self.wanted) - 1e-9)
 
     def lowest(self, q: FloatArray, threshold: float) -> float:
         """Return the lowest distance at q of the pairs closer than ``threshold`` (else it), m."""
         return min(float(self.model.distances(q, threshold).lowest), threshold)
 
+    def threshold(self, q: FloatArray) -> float:
+        """Return the distance q (n,) must keep, m: the start's within NEAR_START_RAD of it.
+
+        An arm held near a pair starts below the clearance; farther on, the
+        path keeps the whole of it (a path along the pair at the start's
+        distance was held at every step).
+        """
+        if float(np.max(np.abs(q - self.start))) <= NEAR_START_RAD:
+            return self.near_start
+        return self.wanted
+
     def state(self, q: FloatArray) -> bool:
-        """Return True when q (n,) keeps the threshold."""
+        """Return True when q (n,) keeps its threshold."""
         self.checkpoint()
         self.checks += 1
-        return self.lowest(q, self.threshold + 1e-9) >= self.threshold
+        threshold = self.threshold(q)
+        return self.lowest(q, threshold + 1e-9) >= threshold
 
     def segment(self, a: FloatArray, b: FloatArray) -> bool:
         """Return True when the straight segment a -> b keeps it at every RESOLUTION_RAD."""
@@ -205,10 +222,17 @@ class OmplRRTConnect:
     name = 'ompl'
 
     def __init__(self, seed: int = 0):
-        """Import OMPL (ImportError when missing); its log quiet but for errors."""
+        """Import OMPL (ImportError when missing); its log quiet but for errors.
+
+        OMPL's random numbers are process-wide and seeded once, before the
+        first plan (``seed`` + 1: it must be > 0); later planners share them.
+        """
         from ompl import util as ou
+        global _OMPL_SEEDED
         ou.setLogLevel(ou.LogLevel.LOG_ERROR)
-        ou.RNG.setSeed(seed + 1)   # OMPL's seed must be > 0
+        if not _OMPL_SEEDED:
+            ou.RNG.setSeed(seed + 1)
+            _OMPL_SEEDED = True
         self.seed = seed
 
     def solve(self, valid: Validity, start: FloatArray, goal: FloatArray, lower: FloatArray,

@@ -169,6 +169,10 @@ class Chain:
         self.velocity = np.array([j.velocity for j in free], dtype=np.float64)
         self.continuous = np.array([j.type == 'continuous' for j in free], dtype=bool)
         self._build_motion_tables(checked, index)
+        #: (n,) free joints a whole turn leaves where they were: revolute or continuous,
+        #: and no mimic follows them (a follower's multiplier need not be an integer).
+        self.turnable = np.array([j.type != 'prismatic' for j in free], dtype=bool)
+        self.turnable[[leader for _, leader, _, _ in self.mimics]] = False
 
     # -- construction ---------------------------------------------------------
 

@@ -141,7 +141,9 @@ class Progress:
         to_goal = float(np.max(np.abs(goal - q))) if len(q) else 0.0
         self._samples.append((time, weighted(distance_m, angle_rad), to_goal, goal))
         self.last = (distance_m, angle_rad)
-        while self._samples and time - self._samples[0][0] > STALL_S + SAMPLE_S:
+        # Keep the newest sample at least STALL_S old (samples come every
+        # SAMPLE_S or a little more: a tick's grid).
+        while len(self._samples) > 1 and time - self._samples[1][0] >= STALL_S:
             self._samples.popleft()
 
     def restart(self, key: Optional[tuple], time: float) -> None:
@@ -165,7 +167,7 @@ class Progress:
         if len(self._samples) < 2:
             return False
         (t0, e0, g0, goal0), (t1, e1, g1, goal1) = self._samples[0], self._samples[-1]
-        if t1 - t0 < STALL_S or arrived(*self.last) or self._free_at >= t0:
+        if t1 - t0 < STALL_S - 1e-9 or arrived(*self.last) or self._free_at >= t0:
             return False
         closer = e0 - e1 >= max(NO_GAIN, min(PROGRESS_M, PROGRESS_SHARE * e0)) or \
             g0 - g1 >= max(NO_GAIN, min(PROGRESS_RAD, PROGRESS_SHARE * g0))

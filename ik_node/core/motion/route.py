@@ -40,11 +40,13 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 # Paths asked per target (and world) before the verdict is 'no path'.
-MAX_PLANS = 2
-# Pure pursuit: the goal is this far ahead along the path (largest joint), rad.
-LOOKAHEAD_RAD = 0.3
+MAX_PLANS = 3
+# Pure pursuit: the goal is this far ahead along the path (largest joint), rad:
+# the chord to it cuts the path's corners by little more than the planner's
+# clearance covers, and braking to it from the speed limits stays short.
+LOOKAHEAD_RAD = 0.15
 # A path point counts as passed when every joint is within this of it, rad.
-PASSED_RAD = 0.1
+PASSED_RAD = 0.05
 # The arm is at a goal when every joint is within this of it, rad: nothing to plan.
 AT_GOAL_RAD = 1e-3
 
@@ -96,9 +98,16 @@ class PathRoute:
         self.ahead = max(1, int(math.ceil(LOOKAHEAD_RAD / spacing)))
 
     def goal(self, q: FloatArray, time: float) -> FloatArray:
-        """Return the point LOOKAHEAD_RAD ahead of the last one passed (the end at the end)."""
+        """Return the point LOOKAHEAD_RAD ahead of the arm's place on the path (the end last).
+
+        The arm's place: the point nearest q (largest joint) among the next
+        few, or one it is within PASSED_RAD of; it only moves on.
+        """
         last = len(self.path) - 1
         before = self.index
+        window = self.path[self.index:self.index + 2 * self.ahead + 2]
+        nearest = self.index + int(np.argmin(np.max(np.abs(window - q), axis=1)))
+        self.index = max(self.index, nearest)
         while self.index < last and np.max(np.abs(q - self.path[self.index])) <= PASSED_RAD:
             self.index += 1
         if self.index > before:
@@ -109,8 +118,18 @@ class PathRoute:
         return self.path[min(last, self.index + self.ahead)]
 
     def stuck(self, time: float) -> bool:
-        """Return True when no point was passed for STALL_S (and the end is not reached)."""
-        return not self.done and time - self.moved_at > STALL_S
+        """Return True when no point was passed for STALL_S (and the end is not reached).
+
+        The first time, the pursuit is narrowed to the next point instead (the
+        chord to a point farther on cut a corner into what holds the arm: the
+        path's own segments keep the planner's clearance) and it goes on.
+        """
+        if self.done or time - self.moved_at <= STALL_S:
+            return False
+        if self.ahead > 1:
+            self.ahead, self.moved_at = 1, time
+            return False
+        return True
 
 
 class Recovery:

@@ -249,6 +249,11 @@ class MotionTracker:
         return self.goals.target_result
 
     @property
+    def has_target(self) -> bool:
+        """Return True once a target, twist or reset came (before: holding where it started)."""
+        return self._has_target
+
+    @property
     def teleoperating(self) -> bool:
         """Return True while a twist is held (mode 'twist', not released)."""
         return self.mode == 'twist' and self.twists.twist is not None
@@ -596,8 +601,15 @@ class MotionTracker:
         revision = None if held is None else held.revision
         key = goals.key(self.target, self.pole)
         answer = goals.target_answer
-        # Straight to the worker's goal: a free solution, or the closest (free) pose.
-        solution = None if answer is None else answer.goal
+        # Straight to the worker's goal: a free solution, or the closest free pose of
+        # a target in collision; an unreachable target's goal is the one held (the
+        # closer of the worker's and the local steps').
+        if answer is None:
+            solution = None
+        elif answer.solves or answer.result.in_collision:
+            solution = answer.goal
+        else:
+            solution = None if held is None else held.q
         holder = None if self.guard is None else self.guard.blocked
         action = self.recovery.observe(key, time, self.q, self.v, goal, source, self.target,
                                        self._stopping_point(), revision, holder, solution,

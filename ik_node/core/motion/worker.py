@@ -32,6 +32,7 @@ poses (4, 4) in the chain's base frame.
 
 import contextlib
 from dataclasses import dataclass, field
+import math
 import sys
 import threading
 import time
@@ -214,6 +215,7 @@ class GoalEngine:
                 goal, solves = aimed.q, not aimed.in_collision
         elif not result.success:
             goal = _closer_of(solver.chain, question.pose, result, question.start)
+        goal = nearest_turns(solver.chain, goal, question.start)
         if free is not None and not solves and closest_pair(free.guard, goal) is not None:
             # Reachable only inside the margin (or its closest pose is): the closest
             # free pose in task space, from the arm's joints (connected to them).
@@ -250,6 +252,21 @@ def _closer_of(chain, pose: FloatArray, result: IKResult, start: FloatArray) -> 
     pos0, rot0 = pose_error(pose, chain.forward(start))
     cost = result.position_error ** 2 + result.orientation_error ** 2
     return result.q if cost < pos0 * pos0 + rot0 * rot0 else start.copy()
+
+
+def nearest_turns(chain, q: FloatArray, start: FloatArray) -> FloatArray:
+    """Return q (n,) with each turnable joint a whole number of turns nearer ``start`` (n,).
+
+    The same pose (a revolute joint of a UR arm spans two turns): the arm
+    does not go the long way round. Within the limits; other joints as they are.
+    """
+    turn = 2.0 * math.pi
+    k = np.round((start - q) / turn)
+    out = q + np.where(chain.turnable, k * turn, 0.0)
+    # A shift that leaves the limits is undone one turn at a time.
+    out = np.where(out > chain.upper, out - turn, out)
+    out = np.where(out < chain.lower, out + turn, out)
+    return np.where((out >= chain.lower) & (out <= chain.upper), out, q)
 
 
 def twin_solver(solver: IKSolver) -> IKSolver:
