@@ -269,7 +269,7 @@ class TargetHandles:
             return
         now = self._clock()
         tracker = node.tracker
-        look = look_of(tracker.arrival() if tracker.has_target else None)
+        look = look_of(node.session.arrival(node.now_s()) if tracker.has_target else None)
         menu_state = (node.get_parameter('solver').value,
                       bool(node.get_parameter('smoothing').value))
         tip = tracker.chain.forward(tracker.q)

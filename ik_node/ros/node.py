@@ -542,6 +542,10 @@ class IKNode(Node):
                 return None if answer is None else answer(exc, *args)
         return wrapper
 
+    def now_s(self) -> float:
+        """Return the session's clock now, s (the node's time since its start)."""
+        return self._instant()[1]
+
     def _instant(self):
         """Return (ROS time now, the tracker's clock: the same instant in seconds).
 
@@ -761,7 +765,7 @@ class IKNode(Node):
     def _publish_diagnostics(self):
         """Publish one DiagnosticStatus: reachability, residuals, counts (see .diagnostics)."""
         now = self._instant()[1]
-        status = None if self.tracker is None else self.tracker.status()
+        status = None if self.session is None else self.session.status(now)
         stale = diagnostics.feedback_problem(self.feedback_topic, self.feedback, now)
         level, message = diagnostics.level_and_message(status, stale)
         values = {'rejected_messages': str(sum(self.rejected.values())),

@@ -337,8 +337,9 @@ def test_a_target_reported_reachable_is_arrived_at_when_later_solves_miss(smooth
     for _ in range(1500):
         t += 0.01
         tracker.command(t)
-    # Issue 50: the target is solved once, by the worker; the goal is held (no later
-    # solve to miss). Arrival is what must hold either way.
-    assert solver.calls == 1
+    # Issue 50: the target is solved by the worker, at most once more from where the
+    # trajectory ended (the first answer stays when that solve misses); the goal is
+    # held. Arrival is what must hold either way.
+    assert solver.calls <= 2
     pos, ang = pose_errors(chain, tracker.q, target)
     assert pos <= 1e-6 and ang <= 1e-6, (pos, ang)

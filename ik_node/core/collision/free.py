@@ -185,18 +185,7 @@ class FreeSolutions:
 
     def _branches(self, solver: IKSolver, pose: FloatArray) -> List[FloatArray]:
         """Return every valid branch at BRANCH_SAMPLES values of the solver's free parameter."""
-        chain = self.guard.model.chain
-        if _branch_parameter(solver) == 'swivel':
-            values = np.linspace(-np.pi, np.pi, BRANCH_SAMPLES, endpoint=False)
-        else:   # q7, within its limits
-            lo, hi = (float(x) if np.isfinite(x) else float(np.copysign(np.pi, x))
-                      for x in (chain.lower[-1], chain.upper[-1]))
-            values = np.linspace(lo, hi, BRANCH_SAMPLES)
-        rows = len(values) * len(BRANCHES)
-        q, valid = solver.solve_batch(   # type: ignore[attr-defined]
-            np.broadcast_to(pose, (rows, 4, 4)), np.repeat(values, len(BRANCHES)),
-            np.tile(BRANCHES, (len(values), 1)))
-        return list(q[valid])
+        return branch_solutions(solver, pose)
 
     def _nearest_free(self, candidates: List[FloatArray],
                       reference: FloatArray) -> Optional[FloatArray]:
@@ -364,6 +353,28 @@ def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
         if float(np.max(np.abs(step))) < CLOSEST_STEP_TOL:
             break
     return q
+
+
+def branch_solutions(solver: IKSolver, pose: FloatArray) -> List[FloatArray]:
+    """Return (n,) solutions of pose (4, 4): every valid branch at BRANCH_SAMPLES values.
+
+    Of a closed form's free parameter (the swivel angle, or q7 within its
+    limits); [] for a solver without one (``solve_batch``).
+    """
+    if _branch_parameter(solver) is None:
+        return []
+    chain = solver.chain
+    if _branch_parameter(solver) == 'swivel':
+        values = np.linspace(-np.pi, np.pi, BRANCH_SAMPLES, endpoint=False)
+    else:   # q7, within its limits
+        lo, hi = (float(x) if np.isfinite(x) else float(np.copysign(np.pi, x))
+                  for x in (chain.lower[-1], chain.upper[-1]))
+        values = np.linspace(lo, hi, BRANCH_SAMPLES)
+    rows = len(values) * len(BRANCHES)
+    q, valid = solver.solve_batch(   # type: ignore[attr-defined]
+        np.broadcast_to(pose, (rows, 4, 4)), np.repeat(values, len(BRANCHES)),
+        np.tile(BRANCHES, (len(values), 1)))
+    return list(q[valid])
 
 
 def _nothing() -> None:

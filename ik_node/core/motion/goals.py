@@ -58,6 +58,10 @@ LOCAL_ITERATIONS = 3
 # A held goal replaced by one this close in every joint (rad, m: a solution
 # made exact) moves on smoothly; farther, it jumps (HeldGoal.replace).
 SMOOTH_JUMP = 1e-4
+# An answer asked from joints farther than this from the arm (largest joint, rad)
+# is asked again when the pose comes to rest unsolved by the local steps: its
+# solution was the nearest the arm where it was, not where it is.
+ASKED_NEAR_RAD = 0.3
 # The local steps' solution kept for a pose at rest is polished to this (m, rad).
 EXACT_TOL = 1e-12
 # The local steps are stuck when they leave at least this fraction of the
@@ -101,6 +105,8 @@ class HeldGoal:
         solved: q puts the tip on the aim (within the local steps' tolerance).
         answer: the worker's answer, once taken.
         revision: counts the jumps of q (another goal taken; not the drift).
+        fallback: an earlier answer for the same key (asked from elsewhere),
+            taken if the newer one does not solve the pose.
 
     """
 
@@ -109,6 +115,7 @@ class HeldGoal:
     solved: bool
     answer: Optional[Answer] = None
     revision: int = 0
+    fallback: Optional[Answer] = None
 
     def replace(self, q: FloatArray, solved: bool) -> None:
         """Head for goal q (n,): farther than SMOOTH_JUMP, a jump (velocity not fed forward)."""
@@ -161,6 +168,7 @@ class GoalSelector:
         self._held: Optional[HeldGoal] = None
         self._target_key: Optional[tuple] = None
         self._aims: dict = {}   # key -> the aim (4, 4) of the newest question
+        self._asked_from: Optional[Tuple[tuple, FloatArray]] = None   # its key, start (n,)
         self._answer: Optional[Answer] = None   # the newest answer taken
         self._target_answer: Optional[Answer] = None   # the newest to the target's question
         self._path_answer: Optional[Answer] = None   # the newest path answer, until taken
@@ -203,6 +211,7 @@ class GoalSelector:
         key = self.key(pose, pole)
         world = None if self.guard is None else World.of(self.guard)
         self._aims = {key: aim}
+        self._asked_from = (key, np.array(start, dtype=np.float64))
         self.worker.ask(Question(key, pose, aim, np.array(start, dtype=np.float64), pole,
                                  self.solver, world, path_from))
         return key
@@ -288,6 +297,8 @@ class GoalSelector:
         reachable only in collision always by the answer's (the closest free
         pose in task space).
         """
+        if not answer.solves and held.fallback is not None and held.fallback.solves:
+            answer = held.fallback   # asked again from here, the solver missed: the first answer
         held.answer = answer
         if answer.solves:
             if held.solved and held.key[1] is None and self._free(held.q):
@@ -306,6 +317,12 @@ class GoalSelector:
             # The closest pose the worker found (with collision checking: the
             # closest free one), unless the local steps got closer, and free.
             held.replace(answer.goal.copy(), False)
+
+    def _asked_near(self, key: tuple, q: FloatArray) -> bool:
+        """Return True when the question under ``key`` was asked within ASKED_NEAR_RAD of q."""
+        asked = self._asked_from
+        return asked is not None and asked[0] == key and \
+            float(np.max(np.abs(asked[1] - q))) <= ASKED_NEAR_RAD
 
     def _cost(self, q: FloatArray, key: tuple) -> float:
         """Return the squared pose error (m^2 + rad^2) at q (n,) of the aim asked under key."""
@@ -343,11 +360,19 @@ class GoalSelector:
             start = reference if held is None or held.key[0] != key[0] else held.q
             q, _, converged = self._follow(aim, start)
             held = self._held = HeldGoal(key, q, converged)
-            if self._answer is not None and self._answer.key == key:
-                self._adopt(held, self._answer)   # answered before the goal was needed
-            elif key != self._target_key:   # not the target's own question (asked already)
+            answer = self._answer if self._answer is not None and \
+                self._answer.key == key else None
+            answered = answer is not None
+            if answer is not None and (converged or self._asked_near(key, reference)):
+                self._adopt(held, answer)   # answered before the goal was needed
+            elif key != self._target_key or answered:
+                # Not asked yet, or asked from where the arm no longer is (the
+                # target came when a trajectory began): the solution nearest
+                # the arm now, not the one nearest where it was (which stays
+                # the fallback if this solve fails).
                 if self._target_key is not None and key[0] == self._target_key[0]:
                     self._target_key = key   # the target, asked again: its report too
+                held.fallback = answer
                 self.ask(pose, aim, reference, pole)
             self.take_answers()
         elif not held.solved and held.answer is None:

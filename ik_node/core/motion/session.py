@@ -33,16 +33,17 @@ its start); joints are in chain order, rad or m; poses are 4x4 in the base
 frame. No ROS here: the node is the adapter between messages and this.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 from ik_node.core.ik.base import IKSolver
+from ik_node.core.motion.arrival import Arrival
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import JerkFilter
 from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
-from ik_node.core.motion.tracker import MotionTracker
+from ik_node.core.motion.tracker import MotionTracker, TrackerStatus
 from ik_node.core.poses import FloatArray
 
 
@@ -214,6 +215,20 @@ class MotionSession:
     def worker(self):
         """The worker answering the tick's open-ended questions (ik_node.core.motion.worker)."""
         return self.tracker.goals.worker
+
+    def arrival(self, now: float) -> Arrival:
+        """Return the arm against its target at ``now`` (s): the command the plan holds then.
+
+        What a controller plays at ``now`` (the tracker's own state is
+        committed ``lead_s`` ahead, and the jerk stage lags it): 'arrived' only
+        once that command is at the target and still.
+        """
+        q, v, _ = self.plan.sample(now)
+        return self.tracker.arrival(q, v)
+
+    def status(self, now: float) -> TrackerStatus:
+        """Return the tracker's status snapshot with the arrival at ``now`` (for diagnostics)."""
+        return replace(self.tracker.status(), arrival=self.arrival(now))
 
     def check_reachability(self) -> None:
         """Ask a new target's question and let a deferred or immediate worker answer it.

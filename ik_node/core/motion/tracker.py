@@ -286,11 +286,17 @@ class MotionTracker:
             keys_duplicate=trajectory.duplicates, local_solves=self.goals.local_solves,
             arrival=self.arrival())
 
-    def arrival(self) -> Arrival:
-        """Return the arm against its target now (ik_node.core.motion.arrival)."""
+    def arrival(self, q: Optional[FloatArray] = None, v: Optional[FloatArray] = None
+                ) -> Arrival:
+        """Return the arm at (q, v) (n,) against its target (ik_node.core.motion.arrival).
+
+        Default: the last command (a session passes what its plan holds now:
+        MotionSession.arrival).
+        """
         blocked = None if self.guard is None else self.guard.blocked
-        return self.recovery.arrival(self.q, self.v, self.target, self.mode,
-                                     self.goals.target_result, blocked, self.time)
+        return self.recovery.arrival(self.q if q is None else q, self.v if v is None else v,
+                                     self.target, self.mode, self.goals.target_result,
+                                     blocked, self.time)
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""

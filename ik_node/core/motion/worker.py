@@ -38,7 +38,8 @@ import threading
 import time
 from typing import Callable, Dict, Optional, Tuple
 
-from ik_node.core.collision.free import closest_free_pose, closest_pair, FreeSolutions
+from ik_node.core.collision.free import branch_solutions, closest_free_pose, closest_pair, \
+    FreeSolutions
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.planner import JointPlanner
 from ik_node.core.collision.shapes import Shape
@@ -237,8 +238,40 @@ class GoalEngine:
         self.checkpoint()
         res = solver.solve(pose, start, pole=pole)
         self.checkpoint()
+        if pole is None:
+            res = self._nearest(solver, pose, start, res)
         if free is not None:
             res = free.prefer_free(solver, pose, start, pole, res)
+        return res
+
+    def _nearest(self, solver: IKSolver, pose: FloatArray, start: FloatArray,
+                 res: IKResult) -> IKResult:
+        """Return the solution of pose nearest ``start`` (n,): ``res``, or another branch's.
+
+        A closed form keeps the reference's branch and swivel (or q7); where
+        that one is far (a limit pushed it along), another branch or free
+        parameter can be much nearer (issue 50: the panda's wrist turned 5.6
+        rad for a target 0.33 m away). Every branch at the sampled values of
+        the free parameter is compared (Euclidean in joint space, each a
+        whole number of turns nearer: nearest_turns), and the nearest solved
+        again from itself (exact on a near-SRS arm).
+        """
+        if not res.success:
+            return res
+        candidates = branch_solutions(solver, pose)
+        if not candidates:
+            return res
+        chain = solver.chain
+        near = min((nearest_turns(chain, c, start) for c in candidates),
+                   key=lambda c: float(np.sum((c - start) ** 2)))
+        if float(np.sum((near - start) ** 2)) >= \
+                float(np.sum((nearest_turns(chain, res.q, start) - start) ** 2)):
+            return res
+        self.checkpoint()
+        again = solver.solve(pose, near)
+        if again.success and float(np.sum((again.q - start) ** 2)) < \
+                float(np.sum((res.q - start) ** 2)):
+            return again
         return res
 
 
