@@ -169,7 +169,8 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
         back[0, 3] -= 0.02
         run.session.target(run.now, back)
         run.go(6.0, until=lambda: run.session.arrival(run.now).verdict == Verdict.ARRIVED)
-        assert run.session.arrival(run.now).verdict == Verdict.ARRIVED and run.guard.blocked is None
+        assert run.session.arrival(run.now).verdict == Verdict.ARRIVED
+        assert run.guard.blocked is None
     finally:
         model.set_obstacles({})
 
