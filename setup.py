@@ -50,7 +50,7 @@ setup(
     python_requires='>=3.10',
     entry_points={
         'console_scripts': [
-            'ik_bench = ik_node.bench.cli:main',
+            'ik_bench = ik_node.bench.cli:console_main',
             'ik_node = ik_node.ros.entry:main',
             'ik_demo = ik_node.ros.demo:main',
             'ik_target = ik_node.ros.target_cli:main',

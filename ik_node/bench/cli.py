@@ -16,6 +16,7 @@
 """``ik_bench``: seeded benchmarks of ik_node; prints tables or, with --json, JSON."""
 
 import argparse
+import os
 import sys
 
 from ik_node.bench import analytic, arrival, collision, controllers, corpus, events, feedback, \
@@ -72,5 +73,20 @@ def main(argv=None):
     return args.func(args)
 
 
+def console_main():
+    """Run :func:`main` as a command; after OMPL's plans, end without finalizing.
+
+    OMPL's bindings (nanobind) print a page of 'leaked type/function' lines
+    when the interpreter finalizes after a plan; the benchmark's output is
+    complete and flushed, so the process ends there instead.
+    """
+    code = main()
+    if 'ompl' in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+    return code
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(console_main())

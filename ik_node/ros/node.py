@@ -858,6 +858,10 @@ def main(args=None, stop: Optional[StopRequest] = None):
         # The compile thread may be inside LLVM: finalizing the interpreter
         # around it can crash the exit. Everything of ours is shut down.
         compiling.cancel()
+    if (compiling is not None and not compiling.done) or 'ompl' in sys.modules:
+        # OMPL's bindings (nanobind) print a page of 'leaked type/function'
+        # lines when the interpreter finalizes after a plan; everything of
+        # ours is shut down, so the process ends here instead.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

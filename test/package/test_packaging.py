@@ -77,5 +77,5 @@ def test_pip_builds_a_wheel_with_code_data_and_console_script(tmp_path):
     assert data + 'ik_node/package.xml' in names
     assert data + 'ament_index/resource_index/packages/ik_node' in names
     entry_points = zipfile.ZipFile(wheel).read('ik_node-0.1.0.dist-info/entry_points.txt')
-    assert b'ik_bench = ik_node.bench.cli:main' in entry_points
+    assert b'ik_bench = ik_node.bench.cli:console_main' in entry_points
     assert not any(n.startswith('test/') for n in names)
