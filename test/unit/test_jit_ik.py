@@ -197,17 +197,21 @@ import json, sys
 import numpy as np
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.shapes import checked_shape
-from ik_node.core.kernels import compile as compiled
+from ik_node.core.ik.local import follow
+from ik_node.core.kernels import compile as compiled, follow as compiled_follow
 from ik_node.core.model.chain import Chain
-from ik_node.core.warm import compile_collision_kernels
+from ik_node.core.motion.tracker import TrackerConfig
+from ik_node.core.warm import compile_kernels
 from ik_node.geometry import collision_model
 xml = open(sys.argv[1], encoding='utf-8').read()
 chain = Chain.from_urdf_string(xml, sys.argv[2], sys.argv[3])
 q = chain.mid_limits()
-compile_collision_kernels(chain, q)
+compile_kernels(chain, 'auto', q, TrackerConfig())
 def signatures():
-    return {name: len(f.signatures) for name, f in vars(compiled.P).items()
-            if hasattr(f, 'signatures')}
+    out = {name: len(f.signatures) for name, f in vars(compiled.P).items()
+           if hasattr(f, 'signatures')}
+    out['follow'] = len(compiled_follow.follow.signatures)
+    return out
 before = signatures()
 model, _ = collision_model(xml, chain, home=q)
 ball = np.eye(4)
@@ -223,6 +227,9 @@ for _ in range(40):   # steps of every size near the ball: admitted, refused, sl
         q = q1
     else:
         guard.slid_goal(q, q1)
+        jac = chain.jacobian(q)   # a pose goal is slid in the tip's metric
+        guard.slid_goal(q, q1, jac.T @ jac + 1e-4 * np.eye(chain.n))
+    follow(chain, q, chain.forward(q1), 3, compiled_follow)   # the local steps of a tick
 print(json.dumps({'before': before, 'after': signatures(), 'backend': model.backend}))
 """
 
@@ -231,8 +238,10 @@ def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
     """Every collision kernel a guarded step calls was compiled by the node's warm-up.
 
     In a fresh process (numba's per-process dispatchers): compile_collision_kernels
-    on one chain, then a guard's steps on a bundled arm's real model near a
-    ball; no kernel gains a signature (a compile inside a tick takes seconds).
+    on one chain (compile_kernels: the solver, the tracker, the collision
+    kernels), then a guard's steps on a bundled arm's real model near a ball,
+    slid in joint space and in the tip's metric, and the compiled local steps;
+    no kernel gains a signature (a compile inside a tick takes seconds).
     """
     pytest.importorskip('numba', reason='numba is not installed: nothing to compile')
     pytest.importorskip('coal', reason='coal is not installed: no collision kernels')
@@ -253,5 +262,5 @@ def test_a_guarded_tick_compiles_nothing_after_the_warm_up(tmp_path):
     # braking_dip run inside distance_gradients and gradients_and_dip).
     for name in ('posed_bounds', 'near_pairs', 'known_floors', 'distance_gradients',
                  'gradients_and_dip', 'stop_and_need', 'slide_projection', 'sphere_witnesses',
-                 'remember', 'path_sweep', 'braking_path'):
+                 'remember', 'path_sweep', 'braking_path', 'follow'):
         assert report['before'][name] >= 1, name

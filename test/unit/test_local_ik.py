@@ -27,6 +27,16 @@ import transforms3d
 ARMS = sorted(CHAINS)
 
 
+def compiled_follow():
+    """Return the compiled local steps (kernels.follow), or skip without numba."""
+    pytest.importorskip('numba', reason='numba is not installed: no compiled twin')
+    from ik_node.core.kernels.backend import resolve
+    return resolve('numba').follow
+
+
+TWINS = ['numpy', 'compiled']
+
+
 @settings(max_examples=200)
 @given(seed=st.integers(0, 2**32 - 1), smallest=st.floats(0.0, 0.2))
 def test_the_step_is_the_pseudo_inverse_away_from_singularities_and_damped_near_them(
@@ -50,37 +60,65 @@ def test_the_step_is_the_pseudo_inverse_away_from_singularities_and_damped_near_
         assert abs(v[5] @ dq) <= np.linalg.norm(e) / (2.0 * np.sqrt(damping2)) + 1e-9
 
 
+@pytest.mark.parametrize('twin', TWINS)
 @pytest.mark.parametrize('name', ARMS)
 @settings(max_examples=50, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), spread=st.floats(1e-4, 0.05))
-def test_a_nearby_pose_is_reached_in_a_few_steps(name, seed, spread):
+def test_a_nearby_pose_is_reached_in_a_few_steps(name, seed, spread, twin):
+    kernels = compiled_follow() if twin == 'compiled' else None
     chain, _, q0 = CHAINS[name]
     rng = np.random.default_rng(seed)
     reference = np.clip(q0 + rng.uniform(-0.5, 0.5, chain.n), chain.lower, chain.upper)
     target = forward(chain, np.clip(reference + rng.uniform(-spread, spread, chain.n),
                                     chain.lower, chain.upper))
-    q, left, converged = local_ik.follow(chain, reference, target)
+    q, left, converged = local_ik.follow(chain, reference, target, compiled=kernels)
     assert converged and left == 0.0
     pos, rot = pose_errors(chain, q, target)
     assert pos <= 1e-6 and rot <= 1e-6
 
 
+@pytest.mark.parametrize('twin', TWINS)
 @pytest.mark.parametrize('name', ARMS)
 @settings(max_examples=50, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), far=st.floats(0.0, 3.0))
 def test_the_result_is_never_farther_from_the_pose_and_stays_within_the_limits(
-        name, seed, far):
+        name, seed, far, twin):
+    kernels = compiled_follow() if twin == 'compiled' else None
     chain, _, _ = CHAINS[name]
     rng = np.random.default_rng(seed)
     reference = rng.uniform(chain.lower, chain.upper)
     target = forward(chain, rng.uniform(chain.lower, chain.upper))
     target[:3, 3] *= 1.0 + far       # often out of reach
-    q, left, _ = local_ik.follow(chain, reference, target)
+    q, left, _ = local_ik.follow(chain, reference, target, compiled=kernels)
     assert chain.within_limits(q) and np.all(np.isfinite(q))
     before = pose_errors(chain, reference, target)
     after = pose_errors(chain, q, target)
     assert after[0] ** 2 + after[1] ** 2 <= before[0] ** 2 + before[1] ** 2 + 1e-12
     assert 0.0 <= left <= 1.0
+
+
+@pytest.mark.parametrize('name', ARMS)
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), spread=st.floats(0.0, 1.5), near_zero=st.booleans())
+def test_the_compiled_steps_are_the_reference_steps(name, seed, spread, near_zero):
+    """kernels.follow against local.follow: the same joints (1e-9), the same verdict.
+
+    Near the all-zero pose (singular at shoulder, elbow and wrist) too, and
+    with targets beyond a step's reach (the halving and the stop).
+    """
+    kernels = compiled_follow()
+    chain, _, q0 = CHAINS[name]
+    rng = np.random.default_rng(seed)
+    start = np.zeros(chain.n) + rng.uniform(-1e-3, 1e-3, chain.n) if near_zero else \
+        rng.uniform(chain.lower, chain.upper)
+    reference = np.clip(start, chain.lower, chain.upper)
+    target = forward(chain, np.clip(reference + rng.uniform(-spread, spread, chain.n),
+                                    chain.lower, chain.upper))
+    for iterations in (1, 3):
+        ours = local_ik.follow(chain, reference, target, iterations, compiled=kernels)
+        theirs = local_ik.follow(chain, reference, target, iterations)
+        np.testing.assert_allclose(ours[0], theirs[0], atol=1e-9)
+        assert ours[2] == theirs[2] and abs(ours[1] - theirs[1]) < 1e-6
 
 
 def test_near_the_all_zero_pose_of_the_ur5e_a_step_the_arm_cannot_take_stays_bounded():

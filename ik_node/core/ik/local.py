@@ -61,8 +61,11 @@ def damped_step(jacobian: FloatArray, residual: FloatArray) -> FloatArray:
 
 
 def follow(chain: Chain, reference: FloatArray, target: FloatArray,
-           iterations: int = 3) -> Tuple[FloatArray, float, bool]:
+           iterations: int = 3, compiled=None) -> Tuple[FloatArray, float, bool]:
     """Move joints from ``reference`` (n,) toward the tip pose ``target`` (4x4), a little.
+
+    ``compiled``: the compiled twin (kernels.follow, a Backend's ``follow``)
+    to run instead of this numpy reference (the same steps in one call).
 
     Returns:
         (q (n,) within the limits, the fraction of the reference's squared
@@ -72,9 +75,15 @@ def follow(chain: Chain, reference: FloatArray, target: FloatArray,
         reference).
 
     """
-    q, start, errors, converged = _iterate(chain, reference, target,
-                                           lambda jac, r, q: damped_step(jac, r), TOLERANCE,
-                                           iterations)
+    if compiled is not None:
+        q, start, errors, converged = compiled.follow(
+            chain.fk_arrays, chain.lower, chain.upper, np.ascontiguousarray(target),
+            np.ascontiguousarray(reference, dtype=np.float64), iterations, TOLERANCE[0],
+            TOLERANCE[1], SIGMA_FLOOR, MAX_DAMPING, BACKTRACKS)
+    else:
+        q, start, errors, converged = _iterate(chain, reference, target,
+                                               lambda jac, r, q: damped_step(jac, r),
+                                               TOLERANCE, iterations)
     before = start[0] ** 2 + start[1] ** 2
     left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
     return q, left, converged

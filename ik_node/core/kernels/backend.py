@@ -42,6 +42,7 @@ class Backend:
         base, srs, offset_wrist, limits, proximity: the kernel modules
             (numpy) or their compiled namespaces (numba), same function names.
         lm: the compiled Levenberg-Marquardt descent (numba), else None.
+        follow: the compiled local steps toward a moving pose (numba), else None.
 
     """
 
@@ -52,6 +53,7 @@ class Backend:
     limits: Any
     proximity: Any
     lm: Optional[Any]
+    follow: Optional[Any] = None
     compiled: bool = field(init=False)   # the numba backend (an attribute: read per call)
 
     def __post_init__(self):
@@ -102,13 +104,14 @@ def resolve(backend: str = 'auto') -> Backend:
         return NUMPY
     try:   # these import numba
         from ik_node.core.kernels import compile as compiled
-        from ik_node.core.kernels import lm
+        from ik_node.core.kernels import follow, lm
     except ImportError as exc:
         if backend == 'numba':
             raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
                                     f'({exc})') from None
         return NUMPY
-    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P, lm)
+    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P, lm,
+                   follow)
 
 
 def compiled_status() -> Tuple[str, str]:

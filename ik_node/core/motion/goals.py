@@ -163,6 +163,8 @@ class GoalSelector:
         self.target_result: Optional[IKResult] = None
         self.target_unchecked = False
         self.local_solves = 0
+        #: The compiled local steps (kernels.follow) or None: numpy's (the tracker sets it).
+        self.follow_kernels = None
         #: The last goal given solves its pose (else: a local minimum, the closest known).
         self.solves_pose = True
         self._held: Optional[HeldGoal] = None
@@ -449,7 +451,7 @@ class GoalSelector:
     def _follow(self, pose: FloatArray, reference: FloatArray) -> Tuple[FloatArray, float, bool]:
         """Run local.follow (timed); return (q, fraction of the error left, converged)."""
         start = _time.perf_counter()
-        out = follow(self.chain, reference, pose, LOCAL_ITERATIONS)
+        out = follow(self.chain, reference, pose, LOCAL_ITERATIONS, self.follow_kernels)
         self.stats.record(_time.perf_counter() - start)
         self.local_solves += 1
         return out

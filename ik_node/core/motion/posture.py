@@ -52,6 +52,7 @@ class PostureDrift:
         self.chain = chain
         self.posture = self._clipped(posture)
         self.speed = 0.0   # rad/s of the fastest joint of the drift
+        self.follow_kernels = None   # the compiled local steps, or None (the tracker sets it)
 
     def set_posture(self, posture: Sequence[float]) -> None:
         """Take a new preferred posture (n,) (empty: none); the drift under way ramps on."""
@@ -92,7 +93,8 @@ class PostureDrift:
             self.speed = 0.0
             return goal
         step = d * min(1.0, speed * dt / largest)
-        moved, _, converged = follow(self.chain, goal + step, pose, LOCAL_ITERATIONS)
+        moved, _, converged = follow(self.chain, goal + step, pose, LOCAL_ITERATIONS,
+                                     self.follow_kernels)
         if not converged or not self.chain.within_limits(goal + step):
             self.speed = 0.0
             return goal

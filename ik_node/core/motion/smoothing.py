@@ -31,6 +31,7 @@ the logs, so both give the same rotations (results agree up to the sign of q).
 """
 
 import math
+from typing import Optional
 
 from ik_node.core import rotations as rot
 from ik_node.core.kernels import base as kernels
@@ -94,6 +95,28 @@ def cubic_interpolate_vector3(from_, to, pre, post, weight, to_t, pre_t, post_t)
 
 def _spherical1(qf, qt, qpre, qpost, w, to_t, pre_t, post_t):
     """Plain-float twin of spherical_cubic_interpolate_in_time for one set of keys."""
+    return spherical_at(spherical_keys(qf, qt, qpre, qpost), w, to_t, pre_t, post_t)
+
+
+def segment_keys(q_from, q_to, q_pre, q_post) -> Optional[tuple]:
+    """Return one segment's spherical_keys as spherical_cubic_interpolate_in_time sees them.
+
+    (4,) quaternions (x, y, z, w), normalised first as it does; None when one
+    is not a single valid quaternion (then call it: it raises the reason).
+    """
+    singles = [rot._single_unit_quaternion(q) for q in (q_from, q_to, q_pre, q_post)]
+    if any(v is None for v in singles):
+        return None
+    return spherical_keys(*singles)
+
+
+def spherical_keys(qf, qt, qpre, qpost) -> tuple:
+    """Return what _spherical1 needs of four keys at any weight (a segment's; plain floats).
+
+    The keys normalised and phase-aligned (Godot's rules), and their logs
+    relative to ``from`` and to ``to`` (each sample of a segment repeated
+    them: 6 quaternion products and logs).
+    """
     keys = []
     for q in (qf, qt, qpre, qpost):
         x, y, z, s = q
@@ -124,13 +147,20 @@ def _spherical1(qf, qt, qpre, qpost, w, to_t, pre_t, post_t):
     def rel(base, q):
         return kernels.quat_log(*kernels.quat_multiply(*conj(base), *q))
 
+    return f, t, (rel(f, t), rel(f, pre), rel(f, post)), (rel(t, f), rel(t, pre), rel(t, post))
+
+
+def spherical_at(prepared: tuple, w, to_t, pre_t, post_t):
+    """Return (4,) the spherical cubic of keys ``prepared`` (spherical_keys) at weight w."""
+    f, t, from_f, from_t = prepared
+
     def cubic3(a, b, c, d):
         return [_cubic1(a[i], b[i], c[i], d[i], w, to_t, pre_t, post_t) for i in range(3)]
 
     zero = (0.0, 0.0, 0.0)
-    ln = cubic3(zero, rel(f, t), rel(f, pre), rel(f, post))
+    ln = cubic3(zero, *from_f)
     q1 = kernels.quat_multiply(*f, *kernels.quat_exp(*ln))
-    ln = cubic3(rel(t, f), zero, rel(t, pre), rel(t, post))
+    ln = cubic3(from_t[0], zero, from_t[1], from_t[2])
     q2 = kernels.quat_multiply(*t, *kernels.quat_exp(*ln))
     return np.array(_slerp1(q1, q2, w))
 

@@ -193,6 +193,7 @@ class MotionTracker:
         self.drift = PostureDrift(chain, self.config.posture)
         self.reach = chain.reach_bound()
         self.goals = GoalSelector(chain, solver, worker)
+        self.goals.follow_kernels = self.drift.follow_kernels = self._follow
         self.pole: Optional[FloatArray] = None
         self.targets_clamped = 0
         tip = chain.forward(q0)
@@ -521,14 +522,20 @@ class MotionTracker:
             self._release()
 
     def set_backend(self, backend: str) -> None:
-        """Take the limiting step on ``backend`` ('auto', 'numpy' or 'numba'); the solver is apart.
+        """Take the limiting step and the local steps on ``backend`` ('auto', 'numpy', 'numba').
+
+        The solver is apart (set_solver).
 
         Raises:
             InvalidInputError: an unknown backend, or 'numba' without numba.
 
         """
         self.backend = backend
-        self._limits = resolve(backend).limits
+        kernels = resolve(backend)
+        self._limits = kernels.limits
+        self._follow = kernels.follow
+        if hasattr(self, 'goals'):
+            self.goals.follow_kernels = self.drift.follow_kernels = kernels.follow
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""

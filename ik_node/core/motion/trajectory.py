@@ -53,8 +53,8 @@ from typing import List, Optional, Tuple
 
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.motion.smoothing import cubic_interpolate_vector3, \
-    spherical_cubic_interpolate_in_time
+from ik_node.core.motion.smoothing import cubic_interpolate_vector3, segment_keys, \
+    spherical_at, spherical_cubic_interpolate_in_time
 import numpy as np
 import numpy.typing as npt
 
@@ -109,14 +109,19 @@ class _Segment:
         self.pre_t = pre.t - start.t
         self.post_t = post.t - start.t
         self.keys = (pre, start, end, post)
+        self._spherical: Optional[tuple] = None   # the orientation keys' logs (first pose)
 
     def pose(self, phase: float) -> Tuple[FloatArray, FloatArray]:
         pre, start, end, post = self.keys
         w = 1.0 if self.duration <= 0.0 else min(max((phase - self.t0) / self.duration, 0.0), 1.0)
         p = cubic_interpolate_vector3(start.p, end.p, pre.p, post.p, w, self.duration,
                                       self.pre_t, self.post_t)
-        q = spherical_cubic_interpolate_in_time(start.q, end.q, pre.q, post.q, w, self.duration,
-                                                self.pre_t, self.post_t)
+        if self._spherical is None:
+            self._spherical = segment_keys(start.q, end.q, pre.q, post.q) or ()
+        if not self._spherical:   # not four valid quaternions: the checked path says why
+            return p, spherical_cubic_interpolate_in_time(start.q, end.q, pre.q, post.q, w,
+                                                          self.duration, self.pre_t, self.post_t)
+        q = spherical_at(self._spherical, w, self.duration, self.pre_t, self.post_t)
         return p, q
 
     def state(self, phase: float):
@@ -203,7 +208,7 @@ class CartesianTrajectory:
         """Delay of playback behind the keys' clock, seconds (0 when not smooth)."""
         if not self.smooth or not self._intervals:
             return 0.0
-        return min(2.0 * float(np.mean(self._intervals)), self.max_latency_s)
+        return min(2.0 * sum(self._intervals) / len(self._intervals), self.max_latency_s)
 
     @property
     def pending(self) -> int:
@@ -301,7 +306,7 @@ class CartesianTrajectory:
         return TrajectorySample(p, q, v * scale, w * scale, False, self._phase)
 
     def _rate(self, v: FloatArray, w: FloatArray) -> float:
-        speed, spin = float(np.linalg.norm(v)), float(np.linalg.norm(w))
+        speed, spin = math.hypot(*v.tolist()), math.hypot(*w.tolist())
         rate = 1.0
         if speed > self.max_linear_speed:
             rate = min(rate, self.max_linear_speed / speed)

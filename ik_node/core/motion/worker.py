@@ -310,9 +310,14 @@ def twin_solver(solver: IKSolver) -> IKSolver:
     """
     try:
         twin = make_solver(solver.chain, solver.name, solver.budget_s, solver.backend)
+        if type(twin) is not type(solver):
+            return solver
+        # Its compiled kernels load here, once (numba holds the GIL while it
+        # loads or compiles: in a worker's first answer that is a tick's wait).
+        twin.warm_up(solver.chain.mid_limits())
     except Exception:  # noqa: B902 - any failure: share the caller's solver
         return solver
-    return twin if type(twin) is type(solver) else solver
+    return twin
 
 
 def failed_answer(question: Question, exc: BaseException) -> Answer:
