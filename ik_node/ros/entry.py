@@ -43,7 +43,7 @@ def main(args=None):
     stop = node.StopRequest()
     stop.install()
     stop.count += len(early)
-    code = node.main(args, stop=stop)
+    code = node.main(args, stop=stop, own_process=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     return code

@@ -821,7 +821,7 @@ class IKNode(Node):
         self.marker_pub.publish(MarkerArray(markers=[target, path] + obstacles))
 
 
-def main(args=None, stop: Optional[StopRequest] = None):
+def main(args=None, stop: Optional[StopRequest] = None, own_process: bool = False):
     """Run the node until SIGINT / SIGTERM; exit 1 with a message on a bad configuration.
 
     The first signal stops the node: with position_array it first plays its
@@ -830,6 +830,9 @@ def main(args=None, stop: Optional[StopRequest] = None):
     bounded by STOP_TAIL_MAX_S; a second signal exits at once. Exit code 0.
     ``stop``: a StopRequest already installed (ik_node.ros.entry: signals
     from the first instant); a stop requested before the node exists ends at once.
+    ``own_process``: the node is the process (its console script), which then
+    ends without finalizing the interpreter when that is unsafe or noisy; in
+    a process that goes on (a test), main returns.
     """
     if stop is None:
         stop = StopRequest()
@@ -858,7 +861,7 @@ def main(args=None, stop: Optional[StopRequest] = None):
         # The compile thread may be inside LLVM: finalizing the interpreter
         # around it can crash the exit. Everything of ours is shut down.
         compiling.cancel()
-    if (compiling is not None and not compiling.done) or 'ompl' in sys.modules:
+    if own_process and ((compiling is not None and not compiling.done) or 'ompl' in sys.modules):
         # OMPL's bindings (nanobind) print a page of 'leaked type/function'
         # lines when the interpreter finalizes after a plan; everything of
         # ours is shut down, so the process ends here instead.
@@ -869,4 +872,4 @@ def main(args=None, stop: Optional[StopRequest] = None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(own_process=True))

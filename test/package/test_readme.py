@@ -350,7 +350,7 @@ def console_scripts():
     """Names of ik_node's console scripts, as setup.py declares them (without installing)."""
     text = (ROOT / 'setup.py').read_text()
     block = text[text.index("'console_scripts': ["):]
-    return re.findall(r"'(\w+) = ik_node[\w.]*:main'", block[:block.index(']')])
+    return re.findall(r"'(\w+) = ik_node[\w.]*:\w+'", block[:block.index(']')])
 
 
 @pytest.mark.integration

@@ -48,6 +48,16 @@ def test_malformed_urdf_stops_the_node_at_start_up_with_the_reason(name, base, t
     assert 'Traceback' not in output
 
 
+def test_main_returns_in_a_process_that_goes_on_after_ompl_is_loaded(capfd):
+    # The console script ends without finalizing once OMPL's bindings are
+    # loaded (their leak report); main called in a process that goes on (a
+    # pytest worker) must return instead: os._exit there killed 16 workers.
+    pytest.importorskip('ompl')
+    code, output = start({'urdf_path': str(CORPUS / 'cycle.urdf'), 'base_link': 'base',
+                          'tip_link': 'b'}, capfd)
+    assert code == 1, output
+
+
 def test_a_10_mb_urdf_is_refused_at_start_up(tmp_path, capfd):
     big = tmp_path / 'big.urdf'
     body = ''.join(f'<link name="l{k}"/>' for k in range(500_000))
