@@ -155,6 +155,66 @@ def test_a_paused_thread_waits_at_its_checkpoint_and_a_newer_question_abandons_t
         worker.stop()
 
 
+class Busy:
+    """A solver that computes for ``seconds`` (linear algebra: it releases the GIL often).
+
+    Before each checkpoint it notes the clock and when the worker meant to
+    hand the GIL over next; after it, whether the worker slept.
+    """
+
+    def __init__(self, chain, worker, seconds, sleeps):
+        """Compute for ``seconds`` per solve; ``sleeps`` counts the worker's hand-overs."""
+        self.chain, self.worker, self.seconds, self.sleeps = chain, worker, seconds, sleeps
+        self.name, self.backend, self.budget_s, self.uses_pole = 'busy', 'numpy', None, False
+        self.due_missed, self.checkpoints = 0, 0
+
+    def solve(self, target, q_reference=None, *, pole=None):
+        """Checkpoint between SVDs until ``seconds`` have passed; answer the reference."""
+        matrix = np.arange(42.0).reshape(6, 7)
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            due, before = self.worker._hand_over_at, len(self.sleeps)
+            now = time.perf_counter()
+            self.worker.engine.checkpoint()
+            self.checkpoints += 1
+            if now >= due and len(self.sleeps) == before:
+                self.due_missed += 1
+            for _ in range(20):
+                np.linalg.svd(matrix)
+        return IKResult(np.array(q_reference), True, 0.0, 0.0)
+
+
+def test_a_busy_thread_hands_the_gil_over_at_its_first_checkpoint_after_each_period(
+        monkeypatch):
+    """A worker's tight loop of GIL releases starved the tick's thread: it must sleep."""
+    from ik_node.core.motion import worker as worker_module
+    sleeps = []
+
+    class Clock:
+        perf_counter = staticmethod(time.perf_counter)
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds):
+            sleeps.append(seconds)
+            time.sleep(seconds)
+
+    monkeypatch.setattr(worker_module, 'time', Clock)
+    chain = iiwa()
+    worker = ThreadWorker()
+    busy = Busy(chain, worker, 0.1, sleeps)
+    worker.engine.solver_for = lambda solver: solver
+    try:
+        worker.ask(question(chain, busy, chain.forward(Q0), ('busy',)))
+        assert worker.wait_idle(30.0)
+        assert worker.poll().key == ('busy',)
+    finally:
+        worker.stop()
+    # 0.1 s of work in periods of HAND_OVER_EVERY_S: many hand-overs, none late.
+    assert busy.due_missed == 0, (busy.due_missed, busy.checkpoints)
+    assert len(sleeps) >= 10 and set(sleeps) == {worker_module.HAND_OVER_S}
+
+
 def test_a_failing_engine_answers_with_the_start_held_and_the_reason():
     chain = iiwa()
 

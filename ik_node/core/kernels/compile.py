@@ -146,7 +146,7 @@ CACHE_FOLDER = use_user_cache()
 
 import numba  # noqa: E402,I100,I202 - after NUMBA_CACHE_DIR is set
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = numba.njit(cache=True, nogil=False)
 
 
 def _kernel_functions(module):

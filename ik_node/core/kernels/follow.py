@@ -18,7 +18,7 @@ from ik_node.core.kernels.compile import K
 import numba
 import numpy as np
 
-_jit = numba.njit(cache=True, fastmath=False, nogil=True)
+_jit = numba.njit(cache=True, fastmath=False, nogil=False)
 
 
 @_jit

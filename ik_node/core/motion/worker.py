@@ -23,8 +23,12 @@ the tick drops an answer whose key is not its current one.
   collision model (the tick's are never touched from two threads). The
   tick pauses it while it runs (:meth:`ThreadWorker.pause`): the engine
   waits at its next checkpoint (every distance query, solve or planner
-  step), so the worker's Python holds the GIL from a tick for at most one
-  switch interval and one checkpoint's work; compiled kernels release it.
+  step), and at a checkpoint it sleeps briefly once per HAND_OVER_EVERY_S,
+  so a tick waits for the GIL at most about that long and one checkpoint's
+  work. The compiled kernels keep the GIL while they run (microseconds):
+  a worker releasing it thousands of times a second starved the tick's
+  thread (CPython hands the GIL to a waiting thread only after a whole
+  switch interval without a release).
 
 Times are seconds of ``time.perf_counter``; joints in chain order (rad, m);
 poses (4, 4) in the chain's base frame.
@@ -54,6 +58,13 @@ FloatArray = npt.NDArray[np.float64]
 # The GIL switch interval while a worker thread runs beside the ticks, s: a
 # tick that wakes while the worker's Python runs waits at most this long.
 SWITCH_INTERVAL_S = 0.0005
+# A worker thread hands the GIL over at its first checkpoint after this much
+# running, s, by sleeping HAND_OVER_S: CPython gives a waiting thread the GIL
+# only after a switch interval with no release at all, and a worker whose
+# calls release it briefly and often (numpy's linear algebra, OMPL) could
+# otherwise keep a tick from starting for a whole answer (40 ms and more).
+HAND_OVER_EVERY_S = 0.001
+HAND_OVER_S = 0.0001
 # A worker thread asked to stop is waited for this long, s (it stops at its
 # next checkpoint; a compiled kernel under way ends first).
 STOP_WAIT_S = 2.0
@@ -410,6 +421,7 @@ class ThreadWorker:
         self._go = threading.Event()   # cleared while a tick runs
         self._go.set()
         self._stopping = False
+        self._hand_over_at = 0.0
         self._switch = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._loop, name='ik_node worker', daemon=True)
@@ -468,7 +480,13 @@ class ThreadWorker:
         sys.setswitchinterval(self._switch)
 
     def _checkpoint(self) -> None:
-        """Wait while a tick runs; abandon the question when a newer one or a stop waits."""
+        """Hand the GIL over now and then; wait while a tick runs; abandon when superseded.
+
+        Superseded is raised when a newer question or a stop waits.
+        """
+        if time.perf_counter() >= self._hand_over_at:
+            time.sleep(HAND_OVER_S)
+            self._hand_over_at = time.perf_counter() + HAND_OVER_EVERY_S
         self._go.wait()
         if self._pending is not None or self._stopping:
             raise Superseded()

@@ -296,7 +296,10 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         valid = (np.abs(self._reach_gaps(targets)) <= REACH_TOL_M) & \
             np.all((q >= self.model.lower) & (q <= self.model.upper), axis=1)
         if self._polisher is not None:
-            for k in range(n):
+            # Only the model's valid rows: a row out of reach or beyond a limit on
+            # the model is so on the chain too, but for offsets below a
+            # millimetre, and its polish would run every fallback in Python.
+            for k in np.flatnonzero(valid):
                 q[k], valid[k], _, _ = self._polish(targets[k], q[k])
         return q, valid
 
