@@ -41,7 +41,7 @@ class NoPlanner:
 
     name = 'none'
 
-    def plan(self, guard, start, goal, checkpoint):
+    def plan(self, guard, start, goal, checkpoint, attempt=0):
         """Return no path."""
         return None, 'the planner is off (ik_bench arrival --planner none)'
 

@@ -19,6 +19,14 @@ NEAR_START_RAD of a start that is not, no closer than the start is; a
 segment when its points every RESOLUTION_RAD are. Both stop at
 ``time_limit_s``, or when the caller's checkpoint raises (a newer question).
 
+A revolute joint that spans more than a turn (a UR arm's) reaches the same
+pose at angles a whole turn apart, and the nearest of them may lie in a
+pocket the arm cannot get out of (its wrist wound against the forearm):
+the trees grow toward every such twin of the goal that keeps the margin
+(:func:`turn_variants`, nearest first, at most MAX_GOALS) when the goal
+alone is not reached in GOAL_FIRST_SHARE of the time, and the path ends at
+whichever they reach.
+
 Joints (n,) in chain order, rad (m); an unbounded joint is searched one
 turn either side of where it starts.
 """
@@ -50,6 +58,12 @@ CLEARANCE_M = 0.005
 # Within this of the start (largest joint), rad, a state need only keep the
 # start's own distance when that is below the clearance (Validity.threshold).
 NEAR_START_RAD = 0.2
+# The start of the note of a plan that ran out of time (another attempt may succeed).
+NO_PATH_IN_TIME = 'no path found in'
+# The goal's twins a whole turn apart planned toward at once (turn_variants),
+# after the goal alone for this share of the time.
+MAX_GOALS = 8
+GOAL_FIRST_SHARE = 0.3
 _OMPL_SEEDED = False   # OMPL's process-wide random numbers seeded (OmplRRTConnect)
 
 
@@ -77,14 +91,24 @@ class Validity:
     """
 
     def __init__(self, guard: CollisionGuard, start: FloatArray,
-                 checkpoint: Callable[[], None]):
-        """Threshold: the margin plus CLEARANCE_M; near the start, its distance when lower."""
+                 checkpoint: Callable[[], None], goal: Optional[FloatArray] = None):
+        """Threshold: the margin plus CLEARANCE_M; near the start (and the goal) their own.
+
+        Near the start: its distance when lower (it may be inside the margin);
+        near ``goal`` (n,): its distance when lower, never below the margin.
+        """
         self.model = guard.model
         self.checkpoint = checkpoint
         self.checks = 0
         self.start = np.asarray(start, dtype=np.float64)
         self.wanted = guard.margin + CLEARANCE_M
         self.near_start = min(self.wanted, self.lowest(self.start, self.wanted) - 1e-9)
+        self.goal: Optional[FloatArray] = None
+        self.near_goal = self.wanted
+        if goal is not None:
+            self.goal = np.asarray(goal, dtype=np.float64)
+            self.near_goal = max(guard.margin,
+                                 min(self.wanted, self.lowest(self.goal, self.wanted) - 1e-9))
 
     def lowest(self, q: FloatArray, threshold: float) -> float:
         """Return the lowest distance at q of the pairs closer than ``threshold`` (else it), m."""
@@ -95,10 +119,13 @@ class Validity:
 
         An arm held near a pair starts below the clearance; farther on, the
         path keeps the whole of it (a path along the pair at the start's
-        distance was held at every step).
+        distance was held at every step). Likewise near a goal that keeps
+        the margin but not the clearance (a solution beside an obstacle).
         """
         if float(np.max(np.abs(q - self.start))) <= NEAR_START_RAD:
             return self.near_start
+        if self.goal is not None and float(np.max(np.abs(q - self.goal))) <= NEAR_START_RAD:
+            return self.near_goal
         return self.wanted
 
     def state(self, q: FloatArray) -> bool:
@@ -112,6 +139,37 @@ class Validity:
         """Return True when the straight segment a -> b keeps it at every RESOLUTION_RAD."""
         steps = int(math.ceil(float(np.max(np.abs(b - a))) / RESOLUTION_RAD))
         return all(self.state(a + (b - a) * (k / steps)) for k in range(1, steps + 1))
+
+
+def turn_variants(turnable, goal: FloatArray, lower: FloatArray, upper: FloatArray,
+                  start: FloatArray, most: int = MAX_GOALS) -> List[FloatArray]:
+    """Return goal (n,) and its twins whole turns apart within [lower, upper], nearest first.
+
+    ``turnable`` (n,) bool: the joints whose angle may move by 2 pi (revolute,
+    not a mimic's leader). Nearest to ``start`` (n,) in joint space
+    (Euclidean); at most ``most``; the goal itself is among them.
+    """
+    turn = 2.0 * math.pi
+    options = []
+    for j, value in enumerate(goal):
+        here = [float(value)]
+        if turnable[j]:
+            for k in (-2, -1, 1, 2):
+                shifted = float(value) + k * turn
+                if lower[j] <= shifted <= upper[j]:
+                    here.append(shifted)
+        options.append(here)
+    count = 1
+    for here in options:
+        count *= len(here)
+    if count == 1:
+        return [np.array(goal, dtype=np.float64)]
+    grid = np.array(np.meshgrid(*options, indexing='ij')).reshape(len(goal), -1).T
+    order = list(np.argsort(np.sum((grid - start) ** 2, axis=1), kind='stable')[:most])
+    if 0 not in order:   # row 0: the goal itself (each joint's first option), always kept
+        order[-1] = 0
+        order.sort(key=lambda k: float(np.sum((grid[k] - start) ** 2)))
+    return [grid[k].copy() for k in order]
 
 
 def spaced(path: FloatArray, spacing: float = PATH_SPACING) -> FloatArray:
@@ -144,13 +202,17 @@ class OwnRRTConnect:
         """Nothing planned yet."""
         self.seed = seed
 
-    def solve(self, valid: Validity, start: FloatArray, goal: FloatArray, lower: FloatArray,
-              upper: FloatArray, deadline: float) -> Optional[FloatArray]:
-        """Return a free path (k, n) from start to goal, or None when the deadline passes."""
+    def solve(self, valid: Validity, start: FloatArray, goals: List[FloatArray],
+              lower: FloatArray, upper: FloatArray, deadline: float) -> Optional[FloatArray]:
+        """Return a free path (k, n) from start to one of ``goals``, or None at the deadline.
+
+        The goals' tree has one root per goal.
+        """
         rng = np.random.default_rng(self.seed)
-        trees = ([start], [-1]), ([goal], [-1])   # (nodes, parents) from each end
-        if valid.segment(start, goal):
-            return np.array([start, goal])
+        for goal in goals:
+            if valid.segment(start, goal):
+                return np.array([start, goal])
+        trees = ([start], [-1]), (list(goals), [-1] * len(goals))   # (nodes, parents)
         grow, other = 0, 1
         while time.perf_counter() < deadline:
             sample = rng.uniform(lower, upper)
@@ -235,13 +297,17 @@ class OmplRRTConnect:
             _OMPL_SEEDED = True
         self.seed = seed
 
-    def solve(self, valid: Validity, start: FloatArray, goal: FloatArray, lower: FloatArray,
-              upper: FloatArray, deadline: float) -> Optional[FloatArray]:
-        """Return a free path (k, n) from start to goal, or None when the deadline passes."""
+    def solve(self, valid: Validity, start: FloatArray, goals: List[FloatArray],
+              lower: FloatArray, upper: FloatArray, deadline: float) -> Optional[FloatArray]:
+        """Return a free path (k, n) from start to one of ``goals``, or None at the deadline.
+
+        The goals are one goal region (OMPL's GoalStates).
+        """
         from ompl import base as ob
         from ompl import geometric as og
-        if valid.segment(start, goal):
-            return np.array([start, goal])
+        for goal in goals:
+            if valid.segment(start, goal):
+                return np.array([start, goal])
         n = len(start)
         space = ob.RealVectorStateSpace(n)
         bounds = ob.RealVectorBounds(n)
@@ -257,10 +323,20 @@ class OmplRRTConnect:
         planner = og.RRTConnect(info)
         planner.setRange(STEP_RAD)
         setup.setPlanner(planner)
-        a, b = space.allocState(), space.allocState()
+        a = space.allocState()
         a[0:n] = [float(v) for v in start]
-        b[0:n] = [float(v) for v in goal]
-        setup.setStartAndGoalStates(a, b)
+        ends = []
+        for goal in goals:
+            ends.append(space.allocState())
+            ends[-1][0:n] = [float(v) for v in goal]
+        if len(ends) == 1:
+            setup.setStartAndGoalStates(a, ends[0])
+        else:
+            region = ob.GoalStates(info)
+            for b in ends:
+                region.addState(b)
+            setup.setStartState(a)
+            setup.setGoal(region)
         left = deadline - time.perf_counter()
         if left <= 0.0 or not setup.solve(left) or not setup.haveExactSolutionPath():
             return None
@@ -288,6 +364,7 @@ class JointPlanner:
             raise ValueError(f"planner: expected 'auto', 'ompl' or 'own', received {library!r}")
         use_ompl = library == 'ompl' or (library == 'auto' and ompl_available())
         self.impl = OmplRRTConnect(seed) if use_ompl else OwnRRTConnect(seed)
+        self.seed = seed
         self.time_limit_s = float(time_limit_s)
         self.last_checks = 0
 
@@ -297,22 +374,41 @@ class JointPlanner:
         return self.impl.name
 
     def plan(self, guard: CollisionGuard, start: FloatArray, goal: FloatArray,
-             checkpoint: Callable[[], None]) -> Tuple[Optional[FloatArray], str]:
+             checkpoint: Callable[[], None], attempt: int = 0
+             ) -> Tuple[Optional[FloatArray], str]:
         """Return (path (k, n) from start to goal spaced PATH_SPACING apart, or None; why not).
 
         The goal itself must keep the margin (plus CLEARANCE_M); the start may
         be inside it (the path then never comes closer than the start is).
+        The path may end at a twin of the goal whole turns away (the same
+        pose: :func:`turn_variants`); its last point is the one reached.
+        ``attempt``: how many plans for the same target failed before this one
+        (0 first): it has (1 + attempt) x ``time_limit_s`` and other samples.
+        A note that starts with NO_PATH_IN_TIME may succeed when asked again.
         """
         started = time.perf_counter()
         start, goal = np.asarray(start, dtype=np.float64), np.asarray(goal, dtype=np.float64)
-        valid = Validity(guard, start, checkpoint)
+        valid = Validity(guard, start, checkpoint, goal)
         chain = guard.model.chain
         lower, upper = search_bounds(chain.lower, chain.upper, start)
         if not valid.state(goal):
             return None, 'the goal is inside the collision margin'
-        path = self.impl.solve(valid, start, goal, lower, upper, started + self.time_limit_s)
+        limit = self.time_limit_s * (1 + attempt)
+        self.impl.seed = self.seed + 7919 * attempt
+        deadline = started + limit
+        goals = [goal] + [g for g in turn_variants(chain.turnable, goal, lower, upper, start)
+                          if not np.array_equal(g, goal) and valid.state(g)]
+        # The goal alone first (its path is the shorter), then with its twins.
+        alone = deadline if len(goals) == 1 else started + GOAL_FIRST_SHARE * limit
+        path = self.impl.solve(valid, start, [goal], lower, upper, alone)
+        if path is None and len(goals) > 1:
+            path = self.impl.solve(valid, start, goals, lower, upper, deadline)
         self.last_checks = valid.checks
         if path is None:
-            return None, f'no path found in {self.time_limit_s:g} s ({self.name} RRT-Connect)'
-        path[0], path[-1] = start, goal
-        return spaced(path), ''
+            return None, f'{NO_PATH_IN_TIME} {limit:g} s ({self.name} RRT-Connect)'
+        last = path[-1]
+        end = min(goals, key=lambda g: float(np.max(np.abs(g - last))))
+        path[0], path[-1] = start, end
+        out = spaced(path)
+        out[-1] = end   # exactly (spacing's a + (b - a) rounds)
+        return out, ''

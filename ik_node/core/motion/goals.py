@@ -238,13 +238,18 @@ class GoalSelector:
         return self.target_result
 
     def ask_path(self, pose: FloatArray, aim: FloatArray, start: FloatArray,
-                 pole: Optional[FloatArray]) -> None:
-        """Ask the worker for a joint path from ``start`` (n,) to a free solution of the pose."""
+                 pole: Optional[FloatArray], attempt: int = 0) -> None:
+        """Ask the worker for a joint path from ``start`` (n,) to a free solution of the pose.
+
+        ``attempt``: plans for it that ran out of time before (the planner's
+        budget grows with it).
+        """
         key = ('path',) + self.key(pose, pole)
         world = None if self.guard is None else World.of(self.guard)
         self._aims[key] = aim
         self.worker.ask(Question(key, pose, aim, np.array(start, dtype=np.float64), pole,
-                                 self.solver, world, np.array(start, dtype=np.float64)))
+                                 self.solver, world, np.array(start, dtype=np.float64),
+                                 attempt))
 
     def take_path_answer(self, key: tuple) -> Optional[Answer]:
         """Return the path answer for the target's ``key`` once (None: none came for it)."""

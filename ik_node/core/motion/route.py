@@ -20,7 +20,9 @@ tracker a route in place of its goal:
 * a planned :class:`PathRoute`: followed by pure pursuit (a goal
   LOOKAHEAD_RAD ahead along it); at its end the goal held is the path's
   last point. A route along which the arm stops advancing for STALL_S is
-  given up (rest; a plan is asked, MAX_PLANS in all).
+  given up (rest; a plan is asked, MAX_PLANS in all). A plan that runs out
+  of time is asked again at once with more (the planner's ``attempt``),
+  within the same MAX_PLANS; the verdict says 'no path' only after.
 
 It also makes the :class:`ik_node.core.motion.arrival.Arrival` the status
 reports. Joints (n,) in chain order, rad (m); times in seconds.
@@ -29,7 +31,7 @@ reports. Joints (n,) in chain order, rad (m); times in seconds.
 import math
 from typing import Optional, Union
 
-from ik_node.core.collision.planner import spaced
+from ik_node.core.collision.planner import NO_PATH_IN_TIME, spaced
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival, arrived, Progress, STALL_S, Verdict, weighted
 from ik_node.core.motion.worker import Answer
@@ -236,6 +238,11 @@ class Recovery:
         """Return True when a path may be asked (none under way, MAX_PLANS not used up)."""
         return self.planning_since is None and self.plans < MAX_PLANS and not self.no_path
 
+    def retry(self) -> bool:
+        """Return True when the last plan ran out of time and plans are left (MAX_PLANS)."""
+        return self.no_path.startswith(NO_PATH_IN_TIME) and self.planning_since is None and \
+            self.plans < MAX_PLANS
+
     def asked(self, time: float) -> None:
         """Note that a path was asked at ``time`` (s)."""
         self.plans += 1
@@ -296,11 +303,13 @@ class Recovery:
         if route is None:
             return verdict(Verdict.ARRIVING, f'{off}, ' + (
                 f'about {to_go:.1f} s to go' if math.isfinite(to_go) else 'starting'))
-        if self.no_path:
+        if self.no_path and self.planning_since is None:
             return verdict(Verdict.NO_PATH, f'{self.no_path}: held {off}')
         why = self._holder(q, blocked if blocked is not None else route.holder)
         if self.planning_since is not None:
             why += f'; planning a path for {time - self.planning_since:.1f} s'
+            if self.plans > 1:
+                why += f' (attempt {self.plans} of {MAX_PLANS})'
         return verdict(Verdict.HELD, f'{why}, {off}')
 
     def _holder(self, q: FloatArray, blocked) -> str:

@@ -653,6 +653,10 @@ class MotionTracker:
             end = self.recovery.take_path(path, time)
             if end is not None:
                 goals.hold_path_end(key, end, path)
+            elif self.recovery.retry():   # out of time: again, with more (route.MAX_PLANS)
+                goals.ask_path(self.target, goals.solver.aim_within_reach(self.target), self.q,
+                               self.pole, attempt=self.recovery.plans)
+                self.recovery.asked(time)
         revision = None if goals.held is None else goals.held.revision
         return self.recovery.goal(key, self.q, time, revision)
 

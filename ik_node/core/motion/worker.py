@@ -112,6 +112,7 @@ class Question:
         solver: the tick's solver (a thread solves with a twin of it).
         world: the collision world, or None (nothing checked).
         path_from: (n,) plan a joint path from here to the goal, or None.
+        attempt: plans for the same target that ran out of time before (0 first).
         asked_at: time.perf_counter() when asked.
 
     """
@@ -124,6 +125,7 @@ class Question:
     solver: IKSolver
     world: Optional[World] = None
     path_from: Optional[FloatArray] = None
+    attempt: int = 0
     asked_at: float = field(default_factory=time.perf_counter)
 
 
@@ -167,8 +169,8 @@ class GoalEngine:
         separate: True: solve with twins of the questions' solvers and check
             collision on a copy of their model (another thread's engine);
             False: use them as they are (the tick's own thread).
-        planner: joint-space planner ``plan(guard, start, goal, checkpoint)
-            -> (path (k, n) or None, note)`` (default: a JointPlanner, OMPL's
+        planner: joint-space planner ``plan(guard, start, goal, checkpoint,
+            attempt=0) -> (path (k, n) or None, note)`` (default: a JointPlanner, OMPL's
             RRT-Connect when it imports, else the own one).
 
     """
@@ -238,7 +240,9 @@ class GoalEngine:
                 note = 'no collision model: nothing to plan around'
             else:
                 path, note = self.planner.plan(free.guard, question.path_from, goal,
-                                               self.checkpoint)
+                                               self.checkpoint, attempt=question.attempt)
+                if path is not None:
+                    goal = path[-1]   # the goal, or its twin whole turns away the path reached
         self.answered += 1
         return Answer(question.key, result, goal, solves, path, note,
                       time.perf_counter() - start)
