@@ -230,6 +230,15 @@ for _ in range(40):   # steps of every size near the ball: admitted, refused, sl
         jac = chain.jacobian(q)   # a pose goal is slid in the tip's metric
         guard.slid_goal(q, q1, jac.T @ jac + 1e-4 * np.eye(chain.n))
     follow(chain, q, chain.forward(q1), 3, compiled_follow)   # the local steps of a tick
+# Witnesses as the exact query makes them (column slices) and as a merge of
+# queries does (whole arrays): one machine code for both.
+from dataclasses import replace
+near = model.distances(q, 1.0)
+whole = replace(near, point_a=near.point_a.copy(), point_b=near.point_b.copy(),
+                normal=near.normal.copy())
+for pairs in (near, whole):
+    model.gradients(q, pairs)
+    model.gradients_and_dip(q, pairs, np.full(chain.n, 0.5), a)
 print(json.dumps({'before': before, 'after': signatures(), 'backend': model.backend}))
 """
 

@@ -637,9 +637,17 @@ class CollisionModel:
         return grads, dip
 
     def _gradient_args(self, q, near: PairDistances) -> tuple:
-        """Return the compiled gradient kernels' arguments for pairs ``near`` at q."""
+        """Return the compiled gradient kernels' arguments for pairs ``near`` at q.
+
+        The witnesses are passed C-contiguous whatever made them (the exact
+        query's are column slices of one array, a merge's are whole arrays):
+        numba compiles one machine code per array layout, and a layout the
+        warm-up did not pass was loaded from its cache inside a tick (8 ms).
+        """
+        c = np.ascontiguousarray
         return (self._frames_of(q), self._axes, self._prismatic, self._frame, self._pa,
-                self._pb, near.pairs, near.point_a, near.point_b, near.normal, self._to_free)
+                self._pb, near.pairs, c(near.point_a), c(near.point_b), c(near.normal),
+                self._to_free)
 
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:
         """Return (link, shape, (4, 4) pose in the base frame) of every robot shape at q."""
