@@ -239,6 +239,14 @@ def test_a_failing_engine_answers_with_the_start_held_and_the_reason():
         worker.stop()
 
 
+def counted_tick(session, solver, now):
+    """Tick at ``now`` (s) with the Counting solver told a tick runs; return the next instant."""
+    solver.ticking = True
+    session.tick(now)
+    solver.ticking = False
+    return now + PERIOD
+
+
 @pytest.mark.parametrize('make_chain', [iiwa, kuka], ids=['iiwa14', 'near-SRS iiwa14'])
 def test_the_tick_never_runs_a_full_solve_and_a_pose_at_rest_ends_with_the_arm_still(make_chain):
     """Targets and a 20 Hz stream, the worker deferred: full solves only in run(), never a tick."""
@@ -261,19 +269,13 @@ def test_the_tick_never_runs_a_full_solve_and_a_pose_at_rest_ends_with_the_arm_s
                 pose[:3, 3] = start[:3, 3] + (target[:3, 3] - start[:3, 3]) * j / 20
                 session.target(now, pose)
                 for _ in range(5):
-                    solver.ticking = True
-                    session.tick(now)
-                    solver.ticking = False
-                    now += PERIOD
+                    now = counted_tick(session, solver, now)
                 if j % 4 == 0:
                     worker.run()   # the worker answers now and then, a question or two late
         else:
             session.target(now, target)
         for _ in range(800):
-            solver.ticking = True
-            session.tick(now)
-            solver.ticking = False
-            now += PERIOD
+            now = counted_tick(session, solver, now)
             if int(now / PERIOD) % 7 == 0:
                 worker.run()
         assert solver.in_tick == 0 and solver.full > 0
