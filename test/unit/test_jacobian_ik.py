@@ -117,9 +117,16 @@ def test_unreachable_target_returns_the_closest_pose_within_limits(backend):
     assert np.all(np.isfinite(res.q)) and chain.within_limits(res.q)
     reached = chain.forward(res.q)[:3, 3]
     # The closest reachable point lies on the sphere of radius `reach` around
-    # the shoulder, along the direction of the target.
-    np.testing.assert_allclose(reached, shoulder + reach * direction, atol=2e-3)
-    assert res.position_error == pytest.approx(2.0 - reach, abs=2e-3)
+    # the shoulder, along the direction of the target. Judged by what the
+    # user gets, the distance left to the target (at most 1 mm more than the
+    # least possible), not by the point: at full stretch the error's gradient
+    # vanishes sideways, and where the descent stops along the sphere (here
+    # 1.7 mm aside, 0.3 mm farther) depends on the library's rounding.
+    left = float(np.linalg.norm(target[:3, 3] - reached))
+    assert 2.0 - reach - 1e-6 <= left <= 2.0 - reach + 1e-3
+    assert res.position_error == pytest.approx(left, abs=1e-9)
+    aim = (reached - shoulder) / np.linalg.norm(reached - shoulder)
+    assert np.degrees(np.arccos(min(1.0, float(aim @ direction)))) < 0.5
 
 
 @BACKENDS

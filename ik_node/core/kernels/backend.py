@@ -102,14 +102,13 @@ def resolve(backend: str = 'auto') -> Backend:
                                 f'received {backend!r}')
     if backend == 'numpy':
         return NUMPY
-    try:   # these import numba
-        from ik_node.core.kernels import compile as compiled
-        from ik_node.core.kernels import follow, lm
-    except ImportError as exc:
+    reason = _compiled_missing()
+    if reason:
         if backend == 'numba':
-            raise InvalidInputError(f"backend 'numba' needs numba, which cannot be imported "
-                                    f'({exc})') from None
+            raise InvalidInputError(f"backend 'numba' is not available: {reason}")
         return NUMPY
+    from ik_node.core.kernels import compile as compiled
+    from ik_node.core.kernels import follow, lm
     return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P, lm,
                    follow)
 
@@ -119,8 +118,24 @@ def compiled_status() -> Tuple[str, str]:
 
     What ``backend='auto'`` picks: the node logs it once at start-up.
     """
+    reason = _compiled_missing()
+    return ('numpy', reason) if reason else ('numba', '')
+
+
+def _compiled_missing() -> str:
+    """Return why the compiled twins cannot run ('' when they can).
+
+    They need numba, and numba's linear algebra (the SVD of the local step,
+    kernels/follow.py) binds LAPACK through scipy: numba imports without scipy
+    and fails only when a kernel using np.linalg is first compiled, inside the
+    warm-up. Both are checked here, before anything compiles.
+    """
     try:
         from ik_node.core.kernels import lm  # noqa: F401 - imports numba
     except ImportError as exc:
-        return 'numpy', f'numba cannot be imported: {exc}'
-    return 'numba', ''
+        return f'numba cannot be imported: {exc}'
+    try:
+        import scipy.linalg.cython_lapack  # noqa: F401 - numba's np.linalg binds it
+    except ImportError as exc:
+        return f'numba needs scipy for its linear algebra, which cannot be imported: {exc}'
+    return ''
