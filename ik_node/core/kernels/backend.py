@@ -24,6 +24,7 @@ module decides numpy or numba.
 """
 
 from dataclasses import dataclass, field
+import importlib
 from typing import Any, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
@@ -135,7 +136,7 @@ def _compiled_missing() -> str:
     except ImportError as exc:
         return f'numba cannot be imported: {exc}'
     try:
-        import scipy.linalg.cython_lapack  # noqa: F401 - numba's np.linalg binds it
+        importlib.import_module('scipy.linalg.cython_lapack')   # numba's np.linalg binds it
     except ImportError as exc:
         return f'numba needs scipy for its linear algebra, which cannot be imported: {exc}'
     return ''
