@@ -30,7 +30,7 @@ setup(
     version='0.1.0',
     packages=find_packages(exclude=['test', 'test.*']),
     data_files=shared_files(),
-    # Lowest: Ubuntu 24.04's (ROS 2 Jazzy, Kilted), tested by scripts/distro-check.sh;
+    # Lowest: Ubuntu 24.04's (ROS 2 Jazzy, Kilted), tested by scripts/python-tier.sh noble;
     # newest: requirements/. urdf_parser_py is ROS 2's urdfdom_py (PyPI urdfdom-py).
     install_requires=['setuptools', 'numpy>=1.26.4,<3', 'urdfdom-py>=1.2.1'],
     # colcon runs pytest only when the package declares it here (else

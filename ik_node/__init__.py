@@ -1,16 +1,4 @@
-# Copyright 2026 The ik_node Authors
-#
-# Licensed under the Apache License, Version 2.0 (the "License");
-# you may not use this file except in compliance with the License.
-# You may obtain a copy of the License at
-#
-#     http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS,
-# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-# See the License for the specific language governing permissions and
-# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
 
 """ik_node: inverse kinematics for robot arms, with a ROS 2 node on top.
 
@@ -34,8 +22,12 @@ _PUBLIC = {
     'InvalidInputError': 'ik_node.core.errors',
     'JacobianIK': 'ik_node.core.ik.jacobian',
     'Joint': 'ik_node.core.model.chain',
+    'make_solver': 'ik_node.core.ik.factory',
     'ModelError': 'ik_node.core.errors',
+    'MotionSession': 'ik_node.core.motion.session',
+    'MotionTracker': 'ik_node.core.motion.tracker',
     'spherical_cubic_interpolate_in_time': 'ik_node.core.motion.smoothing',
+    'TrackerConfig': 'ik_node.core.motion.tracker',
     'ZeroNormError': 'ik_node.core.errors',
 }
 

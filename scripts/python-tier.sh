@@ -1,71 +1,55 @@
 #!/usr/bin/env bash
-# Run a tier of the tests against the Python packages of Ubuntu 24.04 (the
-# ROS 2 Jazzy / Kilted platform): numpy 1.26, numba 0.59, matplotlib 3.6,
-# lxml 5.2, PyYAML 6.0.1, urdfdom_py 1.2, pytest 7.4, hypothesis 6.98
-# (requirements/distro-noble.txt), in a second venv, .venv-distro.
+# The fast tier (test/unit: plain Python, no ROS) on another Python and other
+# versions of the dependencies, in a venv of its own:
 #
-#   bash scripts/distro-check.sh              the fast tier (test/unit)
-#   bash scripts/distro-check.sh ARGS...      pytest with those arguments
-#   bash scripts/distro-check.sh --setup      only create .venv-distro and fill its
-#                                             numba cache with the kernels of the
-#                                             bundled arms (CI does it beside the
-#                                             main job)
+#   bash scripts/python-tier.sh noble [ARGS...]    Python 3.12 with Ubuntu 24.04's
+#        versions (Jazzy, Kilted): numpy 1.26, numba 0.59, scipy 1.11, lxml 5.2,
+#        PyYAML 6.0.1, pytest 7.4, hypothesis 6.98 (requirements/distro-noble.txt)
+#   bash scripts/python-tier.sh newest [ARGS...]   Python 3.13 with the newest
+#        releases (requirements/newest.txt)
 #
-# No ROS wheels there: the fast tier imports no ROS package. CI runs it.
+# ARGS go to pytest (default: -n 2 test/unit). The venv is .venv-<name>; its
+# numba cache is its own. IK_NODE_TIER_PYTHON overrides the Python.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-venv=.venv-distro
+name="${1:-}"
+case "$name" in
+  noble) version=3.12; requirements=requirements/distro-noble.txt ;;
+  newest) version=3.13; requirements=requirements/newest.txt ;;
+  *) echo "usage: scripts/python-tier.sh noble|newest [pytest args...]" >&2; exit 2 ;;
+esac
+shift
+venv=".venv-$name"
 if [ ! -x "$venv/bin/python" ]; then
-  python="$(command -v python3.11 || command -v python3)"
-  "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
-    echo "scripts/distro-check.sh: Python 3.11 is required" >&2; exit 1; }
-  echo "distro-check: creating $venv"
+  python="${IK_NODE_TIER_PYTHON:-$(bash scripts/find-python.sh "$version")}"
+  echo "python-tier: creating $venv with $("$python" --version)"
   "$python" -m venv "$venv"
   touch "$venv/COLCON_IGNORE"
 fi
 stamp="$venv/.requirements"
-want="$(sha256sum requirements/distro-noble.txt | cut -d' ' -f1)"
+want="$(cat "$requirements" requirements/runtime.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "distro-check: installing requirements/distro-noble.txt"
+  echo "python-tier: installing $requirements"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    -r requirements/distro-noble.txt
+    --only-binary :all: -r "$requirements" 2>&1 | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -c 'import numpy, pytest' || {
+    echo "python-tier: installing $requirements failed (above)" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md
-names = ['numpy', 'numba', 'matplotlib', 'lxml', 'PyYAML', 'urdfdom-py', 'pytest', 'hypothesis']
-print('distro-check: ' + ', '.join(f'{n} {md.version(n)}' for n in names))
+import sys
+names = ['numpy', 'numba', 'scipy', 'lxml', 'PyYAML', 'urdfdom-py', 'pytest', 'hypothesis']
+print(f'python-tier: Python {sys.version.split()[0]}, '
+      + ', '.join(f'{n} {md.version(n)}' for n in names))
 PY
-# numba's cache of this venv's numba apart from the main venv's (each would
-# otherwise overwrite the other's machine code: numba keys it by function).
 export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/$venv/numba-cache}"
-if [ "${1:-}" = "--setup" ]; then
-  # numba 0.59 compiles every kernel the first time it runs: about half of a
-  # cold fast tier here (180 s cold, 86 s warm). Every compiled path of a
-  # tracker of each bundled arm, both solvers (what the node's first start
-  # compiles), fills the cache; the tests' own signatures compile in the tier.
-  started=$SECONDS
-  PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" - <<'PY'
-from ik_node.bench.ik import BUNDLED
-from ik_node.core.model.chain import Chain
-from ik_node.core.motion.tracker import TrackerConfig
-from ik_node.core.warm import compile_kernels
-from ik_node.urdf import bundled_urdf
-
-for arm, (file, base, tip) in sorted(BUNDLED.items()):
-    chain = Chain.from_urdf_file(str(bundled_urdf(file)), base, tip)
-    for solver in ('auto', 'jacobian'):
-        compile_kernels(chain, solver, chain.mid_limits(), TrackerConfig())
-PY
-  echo "distro-check: numba kernels of the bundled arms compiled in $((SECONDS - started)) s"
-  exit 0
-fi
 mkdir -p test-results
 args=("$@")
 if [ "${#args[@]}" -eq 0 ]; then
   args=(-n 2 test/unit)
 fi
 # The checkout is imported from the current directory (no install needed).
-exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml=test-results/distro.xml \
+exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml="test-results/tier-$name.xml" \
   "${args[@]}" </dev/null

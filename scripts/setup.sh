@@ -6,15 +6,32 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+# The Pythons the ROS 2 Kilted wheels are built for: 3.11 to 3.14 (Jazzy and
+# Kilted on Ubuntu 24.04 run 3.12). IK_NODE_PYTHON picks one; otherwise the
+# first of python3, python3.12, python3.13, python3.11, python3.14 that runs
+# and is one of them.
+supported() {   # supported <python>: true when it runs and is 3.11-3.14
+  "$1" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 14))' 2>/dev/null
+}
+
 find_python() {
-  for candidate in python3.11 python3 python; do
-    if command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  if [ -n "${IK_NODE_PYTHON:-}" ]; then
+    if supported "$IK_NODE_PYTHON"; then echo "$IK_NODE_PYTHON"; return 0; fi
+    echo "scripts/setup.sh: IK_NODE_PYTHON=$IK_NODE_PYTHON is not a Python 3.11-3.14 that runs" >&2
+    return 1
+  fi
+  for candidate in python3 python3.12 python3.13 python3.11 python3.14; do
+    if command -v "$candidate" >/dev/null 2>&1 && supported "$candidate"; then
       echo "$candidate"; return 0
     fi
   done
-  echo "scripts/setup.sh: Python 3.11 is required (the ROS 2 Kilted wheels are built for it)" >&2
+  echo "scripts/setup.sh: Python 3.11, 3.12, 3.13 or 3.14 is required (the ROS 2 Kilted" \
+       "wheels are built for them); set IK_NODE_PYTHON to its path" >&2
   return 1
+}
+
+venv_version() {   # the X.Y of .venv's Python, empty without one
+  .venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
 }
 
 # Names of ik_node's console scripts (setup.py) missing from .venv/bin; empty when all are there.
@@ -26,6 +43,14 @@ print(' '.join(n for n in names if not os.access(os.path.join(sys.argv[1], n), o
 PY
 }
 
+# A .venv of another Python than IK_NODE_PYTHON asks for is made anew.
+if [ -n "${IK_NODE_PYTHON:-}" ] && [ -x .venv/bin/python ]; then
+  wanted="$("$IK_NODE_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)"
+  if [ "$wanted" != "$(venv_version)" ]; then
+    echo "setup: .venv has Python $(venv_version), IK_NODE_PYTHON is $wanted: making it anew"
+    rm -rf .venv
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   PYTHON="$(find_python)"
   echo "setup: creating .venv with $($PYTHON --version)"

@@ -10,9 +10,6 @@
 #                                   ROS, no subprocess): for daily work
 #   bash scripts/test.sh ARGS...    pytest with those arguments (files, -k, -m)
 #
-# IK_NODE_LOADED_PASS_LATER=1 (.ci/run): the wall-clock tests of test/system
-# are left out of the parallel phase; CI runs them once, in its loaded pass,
-# beside CPU hogs (.ci/run, stage 3).
 # IK_NODE_TEST_WORKERS sets the number of pytest-xdist workers (default 4:
 # the ROS tests mostly wait on DDS, so two more workers use the 2 cores' idle
 # time). Results: test-results/pytest*.xml (JUnit), or in IK_NODE_TEST_RESULTS.
@@ -48,9 +45,6 @@ if [ "$#" -eq 0 ]; then
   # worksteal: an idle worker takes queued tests from a busy one (the long
   # tests no longer end the run on one worker while the others wait).
   parallel='not timely and not alone'
-  if [ "${IK_NODE_LOADED_PASS_LATER:-}" = 1 ]; then
-    parallel="$parallel and not (system and wallclock)"
-  fi
   run "$results/pytest.xml" -n "$workers" --dist worksteal -m "$parallel" || status=$?
   run "$results/pytest-timely.xml" -p no:xdist -m 'timely or alone' || {
     code=$?

@@ -1,16 +1,4 @@
-# Copyright 2026 The ik_node Authors
-#
-# Licensed under the Apache License, Version 2.0 (the "License");
-# you may not use this file except in compliance with the License.
-# You may obtain a copy of the License at
-#
-#     http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS,
-# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-# See the License for the specific language governing permissions and
-# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
 
 """Shared pytest configuration: the tiers, markers and hypothesis profiles.
 
@@ -99,8 +87,8 @@ def pytest_configure(config):
         config.addinivalue_line('markers', f'{tier}: a test of test/{tier}* (set by folder)')
     config.addinivalue_line('markers', 'integration: runs ROS nodes (test/ros, test/system)')
     config.addinivalue_line('markers', 'wallclock: asserts over real time (DDS between '
-                                       "processes, a node's timers): CI reruns these beside "
-                                       'CPU hogs')
+                                       "processes, a node's timers): the nightly sweep reruns "
+                                       'them beside CPU hogs')
     config.addinivalue_line('markers', 'alone: needs the machine to itself (it counts what '
                                        'all processes leave, or judges a run by its timing): '
                                        'scripts/test.sh runs these after the rest, alone')
@@ -117,9 +105,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier; skip 'timely' ones where CI keeps the machine busy.
+    """Mark each test with its tier; skip 'timely' ones where a sweep keeps the machine busy.
 
-    IK_NODE_BUSY_MACHINE=1 (CI's loaded pass):
+    IK_NODE_BUSY_MACHINE=1 (scripts/sweep.sh's loaded pass):
 
     forward_position_controller holds the last array it got: when the node
     stalls (a CPU starved by other processes), the arm stops as hard as its

@@ -1,17 +1,4 @@
-# Copyright 2026 The ik_node Authors
-#
-# Licensed under the Apache License, Version 2.0 (the "License");
-# you may not use this file except in compliance with the License.
-# You may obtain a copy of the License at
-#
-#     http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS,
-# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-# See the License for the specific language governing permissions and
-# limitations under the License.
-
+# SPDX-License-Identifier: Apache-2.0
 
 """Choice of implementation: the numpy reference or its compiled (numba) twins, made once.
 
@@ -24,7 +11,6 @@ module decides numpy or numba.
 """
 
 from dataclasses import dataclass, field
-import importlib
 from typing import Any, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
@@ -136,7 +122,7 @@ def _compiled_missing() -> str:
     except ImportError as exc:
         return f'numba cannot be imported: {exc}'
     try:
-        importlib.import_module('scipy.linalg.cython_lapack')   # numba's np.linalg binds it
+        import scipy.linalg.cython_lapack  # type: ignore[import-untyped]  # noqa: F401
     except ImportError as exc:
         return f'numba needs scipy for its linear algebra, which cannot be imported: {exc}'
     return ''

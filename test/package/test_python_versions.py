@@ -1,32 +1,24 @@
-# Copyright 2026 The ik_node Authors
-#
-# Licensed under the Apache License, Version 2.0 (the "License");
-# you may not use this file except in compliance with the License.
-# You may obtain a copy of the License at
-#
-#     http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS,
-# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-# See the License for the specific language governing permissions and
-# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
 
-"""Python 3.12 (Ubuntu 24.04's Python) cannot run here: what it removed or changed is scanned.
+"""What Python 3.12, 3.13 and 3.14 removed is scanned for in every source.
 
-The ROS 2 Kilted wheels here are built for 3.11 only. Every source of the
-package, its tests, launch file and scripts is checked for what 3.12 broke
-(What's New in Python 3.12, "Removed" and "Changes in the Python API"):
+The whole suite runs on 3.12 (CI) and the fast tier on 3.13; the ROS layer,
+the launch file and the scripts do not run on 3.13 and 3.14 here, so every
+source of the package, its tests, launch file and scripts is checked for
+what those versions removed (What's New in Python 3.12, 3.13 and 3.14,
+"Removed"):
 
-* modules removed: distutils, imp, asynchat, asyncore, smtpd;
+* modules removed: distutils, imp, asynchat, asyncore, smtpd (3.12); the
+  "dead batteries" of PEP 594 and lib2to3 (3.13);
 * names removed: the unittest aliases (assertEquals...), configparser's
   SafeConfigParser and readfp, ssl.wrap_socket, locale.format,
-  pkgutil.ImpImporter / ImpLoader, typing.io / typing.re;
-* invalid escape sequences in strings: a SyntaxWarning in 3.12 (compiled
-  here with DeprecationWarning, their 3.11 warning, as an error).
+  pkgutil.ImpImporter / ImpLoader, typing.io / typing.re (3.12); ast.Num,
+  ast.Str, ast.Bytes, ast.NameConstant, pkgutil.find_loader / get_loader
+  (3.14);
+* invalid escape sequences in strings: a SyntaxWarning since 3.12.
 
 At run time, setup.cfg turns every DeprecationWarning issued from ik_node
-into an error in the tests: 3.11 warns about what 3.12 and 3.13 remove.
+into an error in the tests: each version warns about what the next removes.
 """
 
 import ast
@@ -36,12 +28,17 @@ import warnings
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-REMOVED_MODULES = {'distutils', 'imp', 'asynchat', 'asyncore', 'smtpd'}
+REMOVED_MODULES = {'distutils', 'imp', 'asynchat', 'asyncore', 'smtpd',
+                   'aifc', 'audioop', 'cgi', 'cgitb', 'chunk', 'crypt', 'imghdr', 'mailcap',
+                   'msilib', 'nis', 'nntplib', 'ossaudiodev', 'pipes', 'sndhdr', 'spwd',
+                   'sunau', 'telnetlib', 'uu', 'xdrlib', 'lib2to3'}
 REMOVED_ATTRIBUTES = {'assertEquals', 'assertNotEquals', 'assert_', 'failUnless', 'failIf',
                       'failUnlessEqual', 'assertDictContainsSubset', 'assertRegexpMatches',
                       'assertRaisesRegexp', 'SafeConfigParser', 'readfp', 'wrap_socket',
                       'ImpImporter', 'ImpLoader'}
-REMOVED_FROM = {('locale', 'format'), ('typing', 'io'), ('typing', 're')}
+REMOVED_FROM = {('locale', 'format'), ('typing', 'io'), ('typing', 're'),
+                ('ast', 'Num'), ('ast', 'Str'), ('ast', 'Bytes'), ('ast', 'NameConstant'),
+                ('pkgutil', 'find_loader'), ('pkgutil', 'get_loader')}
 
 
 def sources():
@@ -53,7 +50,7 @@ def sources():
 
 
 def problems(path):
-    """Return what 3.12 no longer accepts in one file: [(line, what)]."""
+    """Return what 3.12-3.14 no longer accept in one file: [(line, what)]."""
     text = path.read_text(encoding='utf-8')
     out = []
     with warnings.catch_warnings():
@@ -79,7 +76,7 @@ def problems(path):
     return out
 
 
-def test_no_source_uses_what_python_3_12_removed():
+def test_no_source_uses_what_python_3_12_to_3_14_removed():
     found = {str(p.relative_to(ROOT)): problems(p) for p in sources()}
     found = {name: issues for name, issues in found.items() if issues}
     assert not found, found
@@ -91,6 +88,8 @@ def test_no_source_uses_what_python_3_12_removed():
     ('from distutils.version import LooseVersion\n', 'from distutils.version import'),
     ('self.assertEquals(1, 1)\n', '.assertEquals'),
     ('import locale\nlocale.format("%d", 1)\n', '.format'),
+    ('import telnetlib\n', 'import telnetlib'),
+    ('import ast\nast.Num(1)\n', '.Num'),
     ("x = '\\d'\n", 'does not compile cleanly'),
 ])
 def test_the_scan_finds_each_kind(tmp_path, snippet, expected):
