@@ -34,6 +34,7 @@ from typing import Optional, Union
 from ik_node.core.collision.planner import NO_PATH_IN_TIME, spaced
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival, arrived, Progress, STALL_S, Verdict, weighted
+from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.worker import Answer
 from ik_node.core.poses import pose_error
 import numpy as np
@@ -260,7 +261,7 @@ class Recovery:
 
     # -- the verdict -------------------------------------------------------------------------
 
-    def arrival(self, q: FloatArray, v: FloatArray, target: FloatArray, mode: str, result,
+    def arrival(self, q: FloatArray, v: FloatArray, target: FloatArray, mode: Mode, result,
                 blocked, time: float) -> Arrival:
         """Return the arm's Arrival at the command (q, v) (module docstring of arrival).
 
@@ -277,12 +278,12 @@ class Recovery:
             return Arrival(kind, reason, pos, rot, approach, to_go)
 
         off = f'{1e3 * pos:.1f} mm, {rot:.3f} rad from the target'
-        if mode == 'twist':
+        if mode == Mode.TWIST:
             if blocked is not None:
                 return verdict(Verdict.HELD, f'held by {blocked.pair[0]} / {blocked.pair[1]} '
                                              f'({1e3 * blocked.distance:.1f} mm apart)')
             return verdict(Verdict.ARRIVING, 'following the twist')
-        if mode == 'reset':
+        if mode == Mode.RESET:
             return verdict(Verdict.ARRIVING if np.any(v) else Verdict.ARRIVED,
                            'back to the initial positions')
         at = arrived(pos, rot)

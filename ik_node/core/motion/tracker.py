@@ -44,6 +44,7 @@ from ik_node.core.motion.arrival import Arrival, ROT_WEIGHT_M
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.goals import GoalSelector, SolveStats
+from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
 from ik_node.core.motion.teleop import TwistInput
@@ -84,8 +85,6 @@ SAME_POSE = 1e-9
 # arm's self-motion) cost this little.
 SLIDE_DAMPING = 1e-4
 
-MODES = ('trajectory', 'direct', 'reset', 'twist')
-
 
 @dataclass(frozen=True, eq=False)
 class Command:
@@ -101,7 +100,7 @@ class TrackerStatus:
     """A snapshot of the tracker, for diagnostics (:meth:`MotionTracker.status`).
 
     Attributes:
-        mode: 'trajectory', 'direct', 'reset' or 'twist'.
+        mode: a :class:`Mode` (equal to its text: 'trajectory', 'direct', 'reset', 'twist').
         solver: the IK solver's name; backend: its backend ('numpy', 'numba').
         ik_budget_s: the solver's budget per solve, s (None: a closed form).
         last_result: the last solve's result (None before any).
@@ -120,7 +119,7 @@ class TrackerStatus:
 
     """
 
-    mode: str
+    mode: Mode
     solver: str
     backend: str
     ik_budget_s: Optional[float]
@@ -245,7 +244,7 @@ class MotionTracker:
     @property
     def teleoperating(self) -> bool:
         """Return True while a twist is held (mode 'twist', not released)."""
-        return self.mode == 'twist' and self.twists.twist is not None
+        return self.mode == Mode.TWIST and self.twists.twist is not None
 
     @property
     def twist_timeouts(self) -> int:
@@ -310,11 +309,11 @@ class MotionTracker:
         self.target = target
         self.goals.new_target()
         self._has_target = True
-        if self.mode in ('reset', 'twist'):
+        if self.mode in (Mode.RESET, Mode.TWIST):
             self.twists.twist = None
             self._restart_trajectory(time)
             self.mode = self._pose_mode()
-        if self.mode == 'direct':
+        if self.mode == Mode.DIRECT:
             return 'accepted'
         return self.trajectory.add_key(time, target[:3, 3],
                                        matrix_to_quaternion(target[:3, :3]))
@@ -346,8 +345,8 @@ class MotionTracker:
             np.array(linear, dtype=np.float64), np.array(angular, dtype=np.float64),
             self.config.max_linear_speed, self.config.max_angular_speed)
         self._has_target = True
-        if self.mode != 'twist':
-            self.mode = 'twist'
+        if self.mode != Mode.TWIST:
+            self.mode = Mode.TWIST
             self.target = self.chain.forward(self.q)
             self.goals.no_target()
             self.twists.restart_clock(float(time))
@@ -414,17 +413,17 @@ class MotionTracker:
         self._last_goal = None
         if not self._has_target:
             self.target = self.chain.forward(q)
-        if self.mode == 'trajectory':
+        if self.mode == Mode.TRAJECTORY:
             self._restart_trajectory(time)
-        elif self.mode == 'twist':
+        elif self.mode == Mode.TWIST:
             self._release()
 
-    def _pose_mode(self) -> str:
-        return 'trajectory' if self.config.smoothing else 'direct'
+    def _pose_mode(self) -> Mode:
+        return Mode.TRAJECTORY if self.config.smoothing else Mode.DIRECT
 
     def reset(self, time: float) -> None:
         """Go back to the initial joint positions, in joint space, within the limits."""
-        self.mode = 'reset'
+        self.mode = Mode.RESET
         self._has_target = True
         self.twists.twist = None
         self.target = self.chain.forward(self.q0)
@@ -448,16 +447,16 @@ class MotionTracker:
         self.trajectory.max_linear_speed, self.trajectory.max_angular_speed = speeds
         was_smooth, self.config = self.config.smoothing, config
         self._use_accelerations(np.minimum(config.accelerations(self.chain.n), self._a_cap))
-        if retime and self.mode == 'trajectory':
+        if retime and self.mode == Mode.TRAJECTORY:
             # The trajectory was timed for the old tip speeds: time it anew from
             # here (a speed restored after a tiny one applies at once).
             self._restart_trajectory(time)
-        if config.smoothing != was_smooth and self.mode in ('trajectory', 'direct'):
+        if config.smoothing != was_smooth and self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
             if config.smoothing:
                 self._restart_trajectory(time)
-                self.mode = 'trajectory'
+                self.mode = Mode.TRAJECTORY
             else:
-                self.mode = 'direct'
+                self.mode = Mode.DIRECT
 
     @property
     def accelerations(self) -> FloatArray:
@@ -506,7 +505,7 @@ class MotionTracker:
         self.goals.forget_fallback()
         self.twists.restart_clock(float(time))
         self._last_goal = None
-        if self.mode == 'twist':
+        if self.mode == Mode.TWIST:
             self._release()
 
     def set_backend(self, backend: str) -> None:
@@ -566,7 +565,7 @@ class MotionTracker:
             return self.command_now()
         if self.braking:
             return self._brake_to_rest(float(time))
-        if self.mode == 'twist':
+        if self.mode == Mode.TWIST:
             self._move_twist_target(float(time))
         started = _clock()
         goal, source = self._goal(time, self.q if reference is None else reference)
@@ -579,10 +578,10 @@ class MotionTracker:
         self.q, self.v = self._step_within_tip_speeds(
             goal, self._goal_velocity(goal, float(time), source), dt)
         costs.add('limits', _clock() - stepping - (costs.parts['collision'] - guarded))
-        if self.mode in ('trajectory', 'direct'):
+        if self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
             self._watch_progress(float(time), goal, source)
         self.time = float(time)
-        if self.mode == 'reset' and self._arrived(goal):
+        if self.mode == Mode.RESET and self._arrived(goal):
             self.mode = self._pose_mode()
             self._restart_trajectory(time)
         if self.teleoperating:
@@ -617,7 +616,7 @@ class MotionTracker:
                                        goals.solves_pose)
         if action == 'straight' and answer is not None and answer.solves:
             goals.hold_path_end(key, answer.goal, answer)
-        elif action == 'done' and self.mode == 'trajectory':
+        elif action == 'done' and self.mode == Mode.TRAJECTORY:
             # The route took the arm to the goal held: the trajectory is over (its
             # samples are the target from now on, the goal held for it).
             self._last_goal = None
@@ -666,14 +665,14 @@ class MotionTracker:
 
     def _brake_to_rest(self, time: float) -> Command:
         """Brake to rest at the old limits; at rest, apply lowered ones and go on (see above)."""
-        if self.mode == 'twist':
+        if self.mode == Mode.TWIST:
             self._move_twist_target(time)
         self.brake(time)
         if np.all(self.v == 0.0):
             if self._a_next is not None:
                 self._a_max, self._a_next = self._a_next, None
             self._stop_first = False
-            if self.mode == 'trajectory':
+            if self.mode == Mode.TRAJECTORY:
                 self._restart_trajectory(time)   # from where it stopped
         return self.command_now()
 
@@ -738,7 +737,7 @@ class MotionTracker:
         still hold (a joint above its new limit brakes at its limit).
         """
         q, v = self._step(goal, goal_v, dt)
-        if self.mode != 'twist':
+        if self.mode != Mode.TWIST:
             return q, v
         start = self.chain.forward(self.q)
         for _ in range(TIP_SPEED_PASSES):
@@ -844,14 +843,14 @@ class MotionTracker:
         release).
         """
         self._goal_in_task = False   # a goal in joint space (slid in joint space's metric)
-        if self.mode == 'reset':
+        if self.mode == Mode.RESET:
             return self.q0, None
-        if self.mode == 'twist' and self.twists.twist is None:
+        if self.mode == Mode.TWIST and self.twists.twist is None:
             return self._stop_q, None
         if self.goals.target_unchecked:
             self._ask_target()
         goal, source = self._pose_goal(time, reference)
-        if self.mode != 'twist':
+        if self.mode != Mode.TWIST:
             # After the pose's goal: a rest lifts when the goal held changes.
             route = self._route_goal(time)
             if route is not None:
@@ -861,8 +860,8 @@ class MotionTracker:
 
     def _pose_goal(self, time: float, reference: FloatArray) -> Tuple[FloatArray, tuple]:
         """Return (joints (n,) for the pose of the mode at ``time``, source) (_goal)."""
-        if self.mode in ('direct', 'twist'):
-            pose, final = self.target, self.mode == 'direct'
+        if self.mode in (Mode.DIRECT, Mode.TWIST):
+            pose, final = self.target, self.mode == Mode.DIRECT
         else:
             s = self.trajectory.sample(time)
             pose, final = pose_matrix(rotation9(s.quaternion), s.position), s.at_rest
@@ -873,7 +872,7 @@ class MotionTracker:
         # Not a twist's target: it is kept near the tip (TwistState.bound), and the
         # jump of the aim as it crosses the reach broke the tip's speed limits
         # (0.7 % over, a sweep).
-        aim = pose if self.mode == 'twist' else self.goals.solver.aim_within_reach(pose)
+        aim = pose if self.mode == Mode.TWIST else self.goals.solver.aim_within_reach(pose)
         if not final:
             return self._toward_posture(self.goals.moving_goal(aim, reference, dt, self.pole),
                                         aim, dt), (self.mode,)
