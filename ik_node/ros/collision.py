@@ -2,11 +2,12 @@
 
 """Collision in the node: the model from the description, obstacles from a file and a topic.
 
-:class:`CollisionSupport` builds the collision model of each robot model the
-node loads (its ``<collision>`` elements, the SRDF's disabled pairs, pairs
-in contact at home or always), keeps the world (the ``obstacles_file`` and
-what ``~/obstacles`` adds), hands the tracker its guard, and turns both
-into markers and diagnostics.
+The collision model of each robot model the node loads (its
+``<collision>`` elements, the SRDF's disabled pairs, pairs in contact at
+home or always) is built by the node; :class:`CollisionSupport` keeps the
+world (the ``obstacles_file`` and what ``~/obstacles`` adds),
+hands both to the motion session, and turns them into markers and
+diagnostics.
 
 ``~/obstacles`` (visualization_msgs/MarkerArray), marker by marker, named
 ``ns/id``: ADD (or MODIFY) a CUBE (scale: edge lengths), SPHERE (scale.x:
@@ -19,17 +20,16 @@ marker that cannot be used is refused with one line and counted by reason
 (``rejected_obstacle_<reason>``); the others of the array still apply.
 """
 
-import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from ik_node.core.collision.guard import Blocked, CollisionGuard
+from ik_node.core.collision.guard import Blocked
 from ik_node.core.collision.model import CollisionModel
 from ik_node.core.collision.shapes import CollisionError, Shape
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import LinkFrames
+from ik_node.core.motion.session import MotionSession, World
 from ik_node.core.rotations import matrix_to_quaternion
 from ik_node.ros.conversions import pose_msg
-import numpy as np
 from visualization_msgs.msg import Marker, MarkerArray
 
 # Half-spaces are drawn as a thin square this wide (m).
@@ -46,7 +46,11 @@ def coal_available() -> bool:
 
 
 class CollisionSupport:
-    """The node's collision state: model, world, guard; markers and diagnostics of them.
+    """The node's obstacles (the file's and the topic's) and their markers and diagnostics.
+
+    The collision model, the margin and the guard are the session's
+    (:meth:`ik_node.core.motion.session.MotionSession.use_collision`): this
+    composes the world from its two sources and hands it over.
 
     Args:
         logger: the node's logger.
@@ -55,49 +59,46 @@ class CollisionSupport:
     """
 
     def __init__(self, logger, rejected):
-        """Start with no model and no world."""
+        """Start with no session and no world."""
         self.log = logger
         self.rejected = rejected
-        self.model: Optional[CollisionModel] = None
-        self.guard: Optional[CollisionGuard] = None
+        self.session: Optional[MotionSession] = None
         self.chain: Optional[Chain] = None
         self.frames: Optional[LinkFrames] = None
-        self.from_file: Dict[str, Tuple[Shape, ...]] = {}
-        self.from_topic: Dict[str, Tuple[Shape, ...]] = {}
-        self.notes: List[str] = []
+        self.from_file: World = {}
+        self.from_topic: World = {}
 
-    def use_model(self, model: CollisionModel, chain: Chain, frames: LinkFrames,
-                  margin: float) -> CollisionGuard:
-        """Adopt a new robot's collision model (the world kept); return its guard."""
-        self.model, self.chain, self.frames = model, chain, frames
-        self.guard = CollisionGuard(model, margin)
-        self._apply_world()
-        return self.guard
+    @property
+    def checking(self) -> bool:
+        """True once a robot model's collision is checked (use_model)."""
+        return self.session is not None
 
-    def set_margin(self, margin: float) -> None:
-        """Use a new collision_margin (m) from the next step on."""
-        if self.guard is not None:
-            self.guard.set_margin(margin)
+    def use_model(self, session: MotionSession, model: CollisionModel, chain: Chain,
+                  frames: LinkFrames, margin: float) -> None:
+        """Check the session's steps against a new robot's collision model (the world kept)."""
+        self.session, self.chain, self.frames = session, chain, frames
+        session.set_obstacles(self._world())
+        session.use_collision(model, margin)
 
-    def set_file_obstacles(self, obstacles: Dict[str, Tuple[Shape, ...]]) -> None:
+    def set_file_obstacles(self, obstacles: World) -> None:
         """Set the obstacles of the obstacles_file."""
         self.from_file = dict(obstacles)
         self._apply_world()
 
-    def _apply_world(self) -> None:
-        if self.model is None:
-            return
+    def _world(self) -> World:
         world = dict(self.from_file)
         world.update(self.from_topic)
-        self.model.set_obstacles(world)
-        if self.guard is not None:
-            self.guard.changed()
+        return world
+
+    def _apply_world(self) -> None:
+        if self.session is not None:
+            self.session.set_obstacles(self._world())
 
     # -- ~/obstacles --------------------------------------------------------------------------
 
     def on_markers(self, msg: MarkerArray, resolve) -> None:
         """Apply a MarkerArray of obstacles (module doc); refusals counted by reason."""
-        if self.model is None:
+        if self.session is None:
             self._refuse('no_model', 'obstacles arrived before a robot model: ignored')
             return
         from ik_node.geometry import obstacle_from_dict
@@ -135,9 +136,9 @@ class CollisionSupport:
     def markers(self, frame: str, stamp) -> List[Marker]:
         """Return the obstacles drawn (namespace 'obstacles'), after a DELETEALL of the old."""
         out = [Marker(ns='obstacles', action=Marker.DELETEALL)]
-        if self.model is None:
+        if self.session is None:
             return out
-        for k, (name, shapes) in enumerate(sorted(self.model.obstacles.items())):
+        for k, (name, shapes) in enumerate(sorted(self.session.obstacles().items())):
             for j, shape in enumerate(shapes):
                 m = shape_marker(shape)
                 if m is None:
@@ -149,21 +150,19 @@ class CollisionSupport:
 
     def values(self, q) -> Dict[str, str]:
         """Return the diagnostics values of collision at joints q."""
-        if self.guard is None:
+        summary = None if self.session is None else self.session.collision(q)
+        if summary is None:
             return {'collision': 'off'}
-        guard = self.guard
-        values = {'collision_margin': f'{guard.margin:g}',
-                  'obstacles': str(len(self.model.obstacles)),
-                  'collision_pairs_checked': str(len(self.model.pairs)),
-                  'collision_holds': str(guard.holds),
-                  'collision_backend': self.model.backend}
-        lowest = guard.model.distances(np.asarray(q, dtype=np.float64), math.inf)
-        if lowest.pairs.size:
-            k = int(np.argmin(lowest.distance))
-            a, b = self.model.pair_names(int(lowest.pairs[k]))
+        values = {'collision_margin': f'{summary.margin:g}',
+                  'obstacles': str(summary.obstacles),
+                  'collision_pairs_checked': str(summary.pairs),
+                  'collision_holds': str(summary.holds),
+                  'collision_backend': summary.backend}
+        if summary.closest is not None:
+            a, b, distance = summary.closest
             values['closest_pair'] = f'{a} / {b}'
-            values['closest_distance'] = f'{float(lowest.distance[k]):.4f}'
-        held, last = guard.blocked, guard.last_hold
+            values['closest_distance'] = f'{distance:.4f}'
+        held, last = summary.blocked, summary.last_hold
         values['collision'] = 'free' if held is None else \
             f'held ({held.action}): {_pair_text(held)}'
         values['collision_last_hold'] = 'none' if last is None else \

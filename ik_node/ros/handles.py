@@ -256,12 +256,12 @@ class TargetHandles:
         if node.session is None:
             return
         now = self._clock()
-        tracker = node.tracker
-        look = look_of(node.session.arrival(node.now_s()) if tracker.has_target else None)
+        session = node.session
+        look = look_of(session.arrival(node.now_s()) if session.has_target else None)
         menu_state = (node.get_parameter('solver').value,
                       bool(node.get_parameter('smoothing').value))
-        tip = tracker.chain.forward(tracker.q)
-        base = tracker.chain.base_link
+        tip = session.chain.forward(session.q)
+        base = session.chain.base_link
         if look != self._look or menu_state != self._menu_state:
             shown = tip if TARGET not in self._shown or not self.drags.dragging(TARGET, now) \
                 else self._shown[TARGET]
@@ -271,22 +271,22 @@ class TargetHandles:
         elif not self.drags.dragging(TARGET, now) and moved(self._shown[TARGET], tip):
             self.server.move(TARGET, matrix_to_pose(tip))
             self._shown[TARGET] = tip
-        self._refresh_pole(tracker, base, now)
+        self._refresh_pole(session, base, now)
         self.server.publish()
 
-    def _refresh_pole(self, tracker, base: str, now: float) -> None:
+    def _refresh_pole(self, session, base: str, now: float) -> None:
         """Show the pole handle while the solver turns the elbow: at the pole, or at the elbow."""
-        if not tracker.solver.uses_pole or tracker.chain.n < 4:
+        if not session.uses_pole or session.chain.n < 4:
             if POLE in self._shown:
                 self.server.erase(POLE)
                 del self._shown[POLE]
             return
         if self.drags.dragging(POLE, now):
             return
-        if tracker.pole is not None:
-            point = tracker.pole
+        if session.pole_target is not None:
+            point = session.pole_target
         else:
-            point = elbow_point(tracker.chain, tracker.q)
+            point = elbow_point(session.chain, session.q)
         at = np.eye(4)
         at[:3, 3] = point
         if POLE not in self._shown:

@@ -40,8 +40,9 @@ from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import CommandStream, controller_lead
-from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.motion.worker import ThreadWorker
+from ik_node.core.supply import SolverSupply
 from ik_node.geometry import collision_model, read_obstacles_file, read_srdf_pairs
 from ik_node.ros import diagnostics
 from ik_node.ros.clock_watch import ClockWatch
@@ -56,7 +57,6 @@ from ik_node.ros.outputs import ENCODERS, OUTPUTS
 from ik_node.ros.parameters import CONFIG_PARAMETERS, declare_parameters, \
     FEEDBACK_PARAMETERS, FIXED_PARAMETERS, initial_positions, JERK_PARAMETERS, joint_order, \
     QOS_CHOICES, StartupError
-from ik_node.ros.solvers import SolverSupply
 # StopRequest is also the entry's (ik_node.ros.entry: node.StopRequest).
 from ik_node.ros.spin import run, StopRequest
 from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
@@ -229,11 +229,6 @@ class IKNode(Node):
         return super().destroy_node()
 
     @property
-    def tracker(self) -> Optional[MotionTracker]:
-        """The session's tracker, for reading its state (None before the model)."""
-        return None if self.session is None else self.session.tracker
-
-    @property
     def stream(self) -> Optional[CommandStream]:
         """The committed plan the outputs sample (None before the model)."""
         return None if self.session is None else self.session.plan
@@ -344,7 +339,7 @@ class IKNode(Node):
             jerk=self._jerk() if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) else None,
             feedback=self._feedback_settings() if names & set(FEEDBACK_PARAMETERS) else None)
         if 'collision_margin' in names:
-            self.collision.set_margin(self.get_parameter('collision_margin').value)
+            self.session.set_margin(self.get_parameter('collision_margin').value)
 
     def _jerk(self, changes: Optional[Dict[str, object]] = None):
         """Return the jerk limits: the per-joint list, else the scalar (IKError if invalid)."""
@@ -358,7 +353,7 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
-        return self.solvers.ready(self.chain, name, self.tracker.q)
+        return self.solvers.ready(self.chain, name, self.session.q)
 
     def _target_qos(self) -> QoSProfile:
         reliable = self.get_parameter('target_qos').value == 'reliable'
@@ -417,31 +412,29 @@ class IKNode(Node):
         q0 = initial_positions(chain, self._value('initial_positions', {}))
         # At start-up, wait for a warm cache (the tracker is built on numba).
         solver = self.solvers.ready(chain, self.get_parameter('solver').value, q0,
-                                    STARTUP_COMPILE_WAIT_S if self.tracker is None else 0.0)
+                                    STARTUP_COMPILE_WAIT_S if self.session is None else 0.0)
         now = self._instant()[1]
-        if self.tracker is None:
-            tracker = MotionTracker(chain, solver, self._config(), q0, now,
-                                    backend=self.solvers.tracker_backend(), worker=self.worker)
-        else:  # the same joints carry on from where they are (no jump)
-            tracker = carried_over(self.tracker, chain, solver, q0, now)
-        # Warm up: the first call of each compiled kernel costs ~0.2 s (loading
-        # it from the cache); pay that now, not in the first tick.
-        solver.warm_up(q0)
         feedback = None if not self.feedback_topic else FeedbackPolicy(
             chain.joint_names, chain.lower, chain.upper, chain.velocity,
             *self._feedback_settings())
         if self.session is None:
+            tracker = MotionTracker(chain, solver, self._config(), q0, now,
+                                    backend=self.solvers.tracker_backend(), worker=self.worker)
+            # Warm up: the first call of each compiled kernel costs ~0.2 s
+            # (loading it from the cache); pay that now, not in the first tick.
+            solver.warm_up(q0)
             self.session = MotionSession(tracker, self._period, self._lead(), self._jerk(),
                                          budget_s=self._budget(), feedback=feedback,
                                          own_robot=self.output == 'joint_states')
-        else:   # the same joints: the committed plan goes on (no seam)
-            self.session.use_model(tracker, self._jerk(), feedback)
+        else:   # the same joints carry on from where they are: no jump, no seam
+            self.session.use_chain(chain, solver, q0, now, self._jerk(), feedback)
+            solver.warm_up(q0)
         self.chain, self.frames, self._command_order = chain, frames, order
         self.encoder = ENCODERS[self.output](chain.joint_names, order, self._epoch_ns,
                                              self.get_clock().clock_type, chain.mimics)
         for line in model_summary(chain, solver, self.get_parameter('solver').value, frames):
             self.get_logger().info(line)
-        self._use_collision(text, chain, frames, q0, tracker)
+        self._use_collision(text, chain, frames, q0)
         if self.handles is not None:
             self.handles.use_model()
         # Everything built so far lives as long as the node: keep it out of
@@ -464,15 +457,15 @@ class IKNode(Node):
                                   '(kinematics and joint limits only)')
         return False
 
-    def _use_collision(self, text: str, chain: Chain, frames: LinkFrames, q0, tracker) -> None:
-        """Build the collision model of a new robot model and give the tracker its guard.
+    def _use_collision(self, text: str, chain: Chain, frames: LinkFrames, q0) -> None:
+        """Build the collision model of a new robot model and check the session's steps with it.
 
         At start-up a bad SRDF or obstacles file ends the node (StartupError);
         for a later model, the old world is kept.
         """
         if not self._collision_checks:
             return
-        first = self.collision.model is None
+        first = not self.collision.checking
         try:
             srdf = self.get_parameter('srdf_path').value
             disabled = read_srdf_pairs(srdf) if srdf else []
@@ -491,8 +484,8 @@ class IKNode(Node):
             if first:
                 raise StartupError(f'collision: {exc}') from None
             raise
-        tracker.guard = self.collision.use_model(
-            model, chain, frames, self.get_parameter('collision_margin').value)
+        self.collision.use_model(self.session, model, chain, frames,
+                                 self.get_parameter('collision_margin').value)
         if obstacles is not None:
             self.collision.set_file_obstacles(obstacles)
         for line in notes:
@@ -547,11 +540,11 @@ class IKNode(Node):
 
     def resolver(self):
         """frame_id -> pose of that link in the base frame, at the current command."""
-        return frames_at(self.frames, self.tracker.q)
+        return frames_at(self.frames, self.session.q)
 
     def _on_target(self, msg: PoseStamped, info):
         self.target_gaps.note(info)
-        if self.tracker is None:
+        if self.session is None:
             self.rejected['no_model'] += 1
             return
         try:
@@ -566,7 +559,7 @@ class IKNode(Node):
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)
-        if self.tracker is None:
+        if self.session is None:
             self.rejected['no_model'] += 1
             return
         try:
@@ -580,7 +573,7 @@ class IKNode(Node):
 
     def _on_twist(self, msg: TwistStamped, info):
         self.twist_gaps.note(info)
-        if self.tracker is None:
+        if self.session is None:
             self.rejected['no_model'] += 1
             return
         try:
@@ -608,7 +601,7 @@ class IKNode(Node):
                 throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
-        if self.tracker is None:
+        if self.session is None:
             response.success, response.message = False, 'no robot model yet'
             return response
         self.reset_motion()
@@ -623,7 +616,7 @@ class IKNode(Node):
     def _on_handle(self, msg: InteractiveMarkerFeedback, info):
         """Take feedback from an RViz-like client of the handles (refusals counted, logged)."""
         self.handle_gaps.note(info)
-        if self.tracker is None:
+        if self.session is None:
             self.rejected['no_model'] += 1
             return
         refused = self.handles.on_feedback(msg)
@@ -773,8 +766,8 @@ class IKNode(Node):
         values['poles_dropped_unread'] = str(self.pole_gaps.missing)
         if status is not None:
             values.update(diagnostics.tracker_values(status))
-        if self.tracker is not None:
-            values.update(self.collision.values(self.tracker.q))
+        if self.session is not None:
+            values.update(self.collision.values(self.session.q))
 
         if self.stream is not None:
             values.update(diagnostics.stream_values(self.stream, self.clock.late_ticks,
@@ -788,12 +781,12 @@ class IKNode(Node):
 
     def _publish_markers(self):
         """Publish the target arrow and the planned tip path (keys still ahead)."""
-        if self.tracker is None:
+        if self.session is None:
             return
         stamp = self.get_clock().now().to_msg()
         target = Marker(type=Marker.ARROW, action=Marker.ADD, id=0, ns='target')
         target.header.frame_id, target.header.stamp = self.chain.base_link, stamp
-        target.pose = matrix_to_pose(self.tracker.target)
+        target.pose = matrix_to_pose(self.session.target_pose)
         target.scale.x, target.scale.y, target.scale.z = 0.1, 0.015, 0.015
         target.color.r, target.color.g, target.color.a = 1.0, 0.4, 1.0
         path = Marker(type=Marker.LINE_STRIP, action=Marker.ADD, id=1, ns='planned_path')
@@ -802,7 +795,7 @@ class IKNode(Node):
         path.color.b, path.color.g, path.color.a = 1.0, 0.6, 1.0
         path.pose.orientation.w = 1.0
         path.points = [Point(x=x, y=y, z=z)
-                       for x, y, z in self.tracker.planned_positions().tolist()]
+                       for x, y, z in self.session.planned_tip_path().tolist()]
         if len(path.points) < 2:
             path.action = Marker.DELETE
         obstacles = self.collision.markers(self.chain.base_link, stamp)

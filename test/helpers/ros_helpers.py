@@ -186,7 +186,7 @@ def in_process_ik_node(params, numpy_backend=False):
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
-    from ik_node.ros import solvers
+    from ik_node.core import supply as solvers
     from ik_node.ros.node import IKNode
     status = solvers.compiled_status
     if numpy_backend:

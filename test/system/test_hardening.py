@@ -139,8 +139,8 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
         def broken(*args, **kwargs):
             raise RuntimeError('injected failure')
         monkeypatch.setattr(MotionTracker, '_goal', broken)
-        chain = node.tracker.chain
-        goal = chain.forward(np.clip(node.tracker.q + 0.3, chain.lower, chain.upper))
+        chain = node.session.tracker.chain
+        goal = chain.forward(np.clip(node.session.tracker.q + 0.3, chain.lower, chain.upper))
         target = PoseStamped(pose=matrix_to_pose(goal))
         target.header.frame_id = chain.base_link
         pub = client.create_publisher(PoseStamped, '/ik_node/target_pose', 10)
@@ -153,8 +153,8 @@ def test_an_exception_in_a_callback_is_logged_counted_and_survived(monkeypatch):
         assert all(np.all(np.isfinite(m.position)) for m in published)
         # The worker's solve raises: counted, and the ticks go on.
         errors = node.callback_errors
-        monkeypatch.setattr(type(node.tracker.solver), 'solve', broken)
-        goal = chain.forward(np.clip(node.tracker.q - 0.3, chain.lower, chain.upper))
+        monkeypatch.setattr(type(node.session.tracker.solver), 'solve', broken)
+        goal = chain.forward(np.clip(node.session.tracker.q - 0.3, chain.lower, chain.upper))
         target.pose = matrix_to_pose(goal)
         pub.publish(target)
         assert wait_until(lambda: node.worker.errors >= 1, 30.0, spin_once)
@@ -188,7 +188,7 @@ def test_a_failing_service_or_parameter_callback_answers_with_the_error():
     with in_process_node('iiwa14') as (node, client_node, spin_once):
         def broken(*args):
             raise RuntimeError('injected failure')
-        node.tracker.reset = broken          # inside ~/reset
+        node.session.tracker.reset = broken          # inside ~/reset
         node._solver_for = broken            # inside a 'solver' parameter change
         client = client_node.create_client(Trigger, '/ik_node/reset')
         assert wait_until(client.service_is_ready, 10.0, spin_once)

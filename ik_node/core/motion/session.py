@@ -22,17 +22,26 @@ frame. No ROS here: the node is the adapter between messages and this.
 """
 
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+import math
+from typing import Dict, Optional, Sequence, Tuple
 
+from ik_node.core.collision.guard import Blocked, CollisionGuard
+from ik_node.core.collision.model import CollisionModel
+from ik_node.core.collision.shapes import Shape
 from ik_node.core.ik.base import IKSolver
+from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import JerkFilter
 from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
-from ik_node.core.motion.tracker import MotionTracker, TrackerStatus
+from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerStatus
 from ik_node.core.poses import FloatArray
+import numpy as np
+
+# Obstacles by name: each one or more shapes posed in the base frame.
+World = Dict[str, Tuple[Shape, ...]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,33 @@ class Tick:
     planned: bool
     added: int = 0
     resynced: bool = False
+
+
+@dataclass(frozen=True)
+class CollisionSummary:
+    """The collision checking of a session, for diagnostics (:meth:`MotionSession.collision`).
+
+    Attributes:
+        margin: the collision margin, m.
+        obstacles: how many obstacles are in the world.
+        pairs: how many pairs are checked.
+        holds: how many steps the guard held (slid or braked).
+        backend: the collision queries' backend ('numpy', 'numba').
+        closest: (link or obstacle, link or obstacle, distance m) of the
+            closest pair at the joints asked about, None without pairs.
+        blocked: what holds the arm now (None: free).
+        last_hold: the last hold (None: none yet).
+
+    """
+
+    margin: float
+    obstacles: int
+    pairs: int
+    holds: int
+    backend: str
+    closest: Optional[Tuple[str, str, float]]
+    blocked: Optional[Blocked]
+    last_hold: Optional[Blocked]
 
 
 class MotionSession:
@@ -77,11 +113,48 @@ class MotionSession:
         self._own_robot = own_robot
         self._stage = stage
         self._last_tick: Optional[float] = None
+        self._world: World = {}
 
     @property
     def tracker(self) -> MotionTracker:
         """Return the motion tracker: read its state; change it through the session."""
         return self.plan.tracker
+
+    # -- what the arm is doing (read only) --------------------------------------------
+
+    @property
+    def chain(self) -> Chain:
+        """The kinematic chain of the robot model in use."""
+        return self.tracker.chain
+
+    @property
+    def q(self) -> FloatArray:
+        """The tracker's joints (n,), chain order, rad or m: the plan's newest committed state."""
+        return self.tracker.q
+
+    @property
+    def target_pose(self) -> FloatArray:
+        """The 4x4 base-frame pose the tip is headed for (its pose at rest before any target)."""
+        return self.tracker.target
+
+    @property
+    def has_target(self) -> bool:
+        """True once a target, twist or reset came (before: holding where it started)."""
+        return self.tracker.has_target
+
+    @property
+    def pole_target(self) -> Optional[FloatArray]:
+        """The elbow's pole target (3,), base frame, m; None: none."""
+        return self.tracker.pole
+
+    @property
+    def uses_pole(self) -> bool:
+        """True when the solver aims the elbow at a pole (an SRS closed form)."""
+        return self.tracker.solver.uses_pole
+
+    def planned_tip_path(self) -> FloatArray:
+        """Return the tip positions (k, 3) still ahead on the planned path, base frame, m."""
+        return self.tracker.planned_positions()
 
     @property
     def lead_s(self) -> float:
@@ -147,6 +220,68 @@ class MotionSession:
         self.tracker.set_backend(backend)
         if self.tracker.guard is not None:
             self.tracker.guard.model.set_backend(backend)
+
+    # -- collision -------------------------------------------------------------------
+
+    def use_collision(self, model: Optional[CollisionModel], margin: float) -> None:
+        """Check every step against ``model`` with ``margin`` (m); None: no collision checks.
+
+        The model takes the obstacles set so far (:meth:`set_obstacles`): a
+        new robot model keeps the world.
+        """
+        if model is None:
+            self.tracker.guard = None
+            return
+        model.set_obstacles(self._world)
+        self.tracker.guard = CollisionGuard(model, margin)
+
+    def set_margin(self, margin: float) -> None:
+        """Keep ``margin`` (m) from every obstacle and between links from the next step on."""
+        if self.tracker.guard is not None:
+            self.tracker.guard.set_margin(margin)
+
+    def set_obstacles(self, world: World) -> None:
+        """Replace the obstacles (name -> shapes, base frame) from the next step on."""
+        self._world = dict(world)
+        guard = self.tracker.guard
+        if guard is not None:
+            guard.model.set_obstacles(self._world)
+            guard.changed()
+
+    def obstacles(self) -> World:
+        """Return the obstacles the collision model holds (empty without one)."""
+        guard = self.tracker.guard
+        return {} if guard is None else dict(guard.model.obstacles)
+
+    def collision(self, q: FloatArray) -> Optional[CollisionSummary]:
+        """Return the collision checking's summary with the closest pair at joints q (n,), rad.
+
+        None when collision is not checked.
+        """
+        guard = self.tracker.guard
+        if guard is None:
+            return None
+        model = guard.model
+        closest = None
+        lowest = model.distances(np.asarray(q, dtype=np.float64), math.inf)
+        if lowest.pairs.size:
+            k = int(np.argmin(lowest.distance))
+            a, b = model.pair_names(int(lowest.pairs[k]))
+            closest = (a, b, float(lowest.distance[k]))
+        return CollisionSummary(guard.margin, len(model.obstacles), len(model.pairs),
+                                guard.holds, model.backend, closest, guard.blocked,
+                                guard.last_hold)
+
+    def use_chain(self, chain: Chain, solver: IKSolver, q0: FloatArray, now: float, jerk,
+                  feedback: Optional[FeedbackPolicy] = None) -> None:
+        """Continue with a new robot model's chain, from where the arm is (no jump).
+
+        Raises:
+            ModelError: the arm's state is outside the new model's limits
+                (:func:`ik_node.core.motion.tracker.carried_over`).
+
+        """
+        self.use_model(carried_over(self.tracker, chain, solver, q0, now), jerk, feedback)
 
     def use_model(self, tracker: MotionTracker, jerk,
                   feedback: Optional[FeedbackPolicy] = None) -> None:

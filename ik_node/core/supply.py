@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Solvers that can run now: the numpy reference until the numba kernels are compiled.
 
-The node never compiles in a tick. :class:`SolverSupply` builds each solver
+The choice of solver backend for a process that must never compile in a
+tick (the node). :class:`SolverSupply` builds each solver
 on numba once its kernels are compiled (or loaded from the cache) in this
 process; until then on the numpy reference, while a child process compiles
 them (:class:`ik_node.core.warm.KernelCompile`) and the tick switches the
-tracker over at rest. Progress and outcome go to the node's logger.
+tracker over at rest. Progress and outcome go to a logger (``info`` and
+``warning`` taking one line, as rclpy's and logging's do).
 """
 
 import sys
