@@ -14,26 +14,20 @@ import time
 # free_domain() probes 120-230.
 _FIRST_DOMAIN = 1
 _DOMAIN_COUNT = 100
-# A test run holds at most this many domains (then reuses its own in turn), so
-# that five runs on one machine (CI beside a developer's) all find free ones.
-_MOST_HELD = 20
+# A test process holds at most this many domains (then reuses its own in turn),
+# so that a dozen test processes on one machine (CI's four workers beside a
+# developer's runs) all find free ones: at 20 each, six exhausted the 100.
+_MOST_HELD = 8
+# A process that holds none waits this long for one to be released, s.
+_WAIT_FOR_FREE_S = 120.0
 _LOCK_DIR = os.environ.get('IK_TEST_DOMAIN_LOCKS') or \
     os.path.join(tempfile.gettempdir(), 'ik_node_test_domains')   # a test sets its own
 _held = []      # (domain, open lock file) this process holds until it exits
 _next_own = [0]
 
 
-def unique_domain_id():
-    """Return a ROS_DOMAIN_ID that no other process using these helpers holds.
-
-    Each domain is claimed with an exclusive lock on a file in the temp
-    directory, held until this process exits (the OS releases it even after
-    a crash), so two test runs on one machine never share a domain. A new id
-    is taken per call while free ones remain and this process holds fewer
-    than _MOST_HELD; then this process's own ids are reused in turn (their
-    earlier users have stopped by then).
-    """
-    os.makedirs(_LOCK_DIR, exist_ok=True)
+def _claim_free_domain():
+    """Lock and return a domain no process holds, None when none is free or enough are held."""
     start = os.getpid() % _DOMAIN_COUNT
     taken = {domain for domain, _ in _held}
     for k in range(_DOMAIN_COUNT if len(_held) < _MOST_HELD else 0):
@@ -48,9 +42,33 @@ def unique_domain_id():
             continue
         _held.append((domain, handle))
         return domain
-    if not _held:
-        raise RuntimeError(f'every ROS domain {_FIRST_DOMAIN}-{_FIRST_DOMAIN + _DOMAIN_COUNT - 1}'
-                           f' is held by other test runs (locks in {_LOCK_DIR})')
+    return None
+
+
+def unique_domain_id():
+    """Return a ROS_DOMAIN_ID that no other process using these helpers holds.
+
+    Each domain is claimed with an exclusive lock on a file in the temp
+    directory, held until this process exits (the OS releases it even after
+    a crash), so two test runs on one machine never share a domain. A new id
+    is taken per call while free ones remain and this process holds fewer
+    than _MOST_HELD; then this process's own ids are reused in turn (their
+    earlier users have stopped by then). A process holding none waits for
+    one (bounded: RuntimeError after _WAIT_FOR_FREE_S).
+    """
+    os.makedirs(_LOCK_DIR, exist_ok=True)
+    deadline = time.monotonic() + _WAIT_FOR_FREE_S
+    while True:
+        domain = _claim_free_domain()
+        if domain is not None:
+            return domain
+        if _held:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'every ROS domain {_FIRST_DOMAIN}-'
+                               f'{_FIRST_DOMAIN + _DOMAIN_COUNT - 1} was held by other test '
+                               f'runs for {_WAIT_FOR_FREE_S:g} s (locks in {_LOCK_DIR})')
+        time.sleep(0.5)
     domain = _held[_next_own[0] % len(_held)][0]
     _next_own[0] += 1
     return domain

@@ -66,7 +66,7 @@ def test_joint_state_round_trip_over_dds_loopback():
 
 
 def test_one_test_run_leaves_ros_domains_for_the_others(tmp_path):
-    """A run holds at most 20 domains: a second run beside it (CI, a developer) finds free ones.
+    """A test process holds at most 8 domains: runs beside it (CI, a developer) find free ones.
 
     Before, every run took a new domain per node until it held all 100, and the
     next run on the machine failed with 'every ROS domain 1-100 is held'.
@@ -78,7 +78,40 @@ def test_one_test_run_leaves_ros_domains_for_the_others(tmp_path):
                          capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, IK_TEST_DOMAIN_LOCKS=str(tmp_path)))
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) == 20   # the machine's other runs do not count: its own lock folder
+    assert int(out.stdout) == 8   # the machine's other runs do not count: its own lock folder
+
+
+def test_a_process_that_finds_every_domain_held_waits_for_one(tmp_path):
+    """Six test processes at 20 domains each held all 100 (a CI run beside a developer's).
+
+    A process holding none then failed at once; it now waits until one is released.
+    """
+    import fcntl
+    import time
+    held = []
+    for domain in range(1, 101):
+        handle = open(tmp_path / f'{domain}.lock', 'w')
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(handle)
+    script = ('import sys; sys.path.insert(0, sys.argv[1]); import ros_helpers; '
+              'print(ros_helpers.unique_domain_id())')
+    helpers = str(Path(__file__).resolve().parents[1] / 'helpers')
+    child = subprocess.Popen([sys.executable, '-c', script, helpers], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, IK_TEST_DOMAIN_LOCKS=str(tmp_path)))
+    try:
+        time.sleep(1.0)
+        assert child.poll() is None, child.communicate()   # still waiting, not failed
+        held.pop(41).close()                                # domain 42 is released
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for handle in held:
+            handle.close()
+    assert child.returncode == 0, err
+    assert int(out) == 42
 
 
 FIRST_SOLVE = """
