@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.compile import L
 from ik_node.core.kernels.limits import braking_speed
-from ik_node.core.motion.tracker import step_along
+from ik_node.core.motion.limiting import step_along
 import numpy as np
 import pytest
 from strategies import examples

@@ -45,6 +45,7 @@ from typing import Deque, List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.motion.jerk import check_jerk_limits, JerkFilter, smoothing_steps
+from ik_node.core.motion.limiting import LimitingStep
 from ik_node.core.motion.tracker import MotionTracker
 import numpy as np
 import numpy.typing as npt
@@ -352,31 +353,13 @@ class CommandStream:
     def tail(self) -> List[PlanPoint]:
         """Return the braking tail after the newest committed point, to rest (once per advance).
 
-        The tracker and the jerk stage are stepped on copies; the last point has
-        velocities and accelerations exactly zero.
+        From the tracker's state and a copy of the jerk stage (:func:`braking_tail`).
         """
         if self._tail is not None:
             return self._tail
         tracker = self.tracker
-        saved = (tracker.q, tracker.v, tracker.time, tracker._last_goal)
-        stage = self.filter
-        self.filter = stage.copy()
-        tail: List[PlanPoint] = []
-        try:
-            t = self.end_time
-            for _ in range(MAX_TAIL_STEPS):
-                if self.at_rest():
-                    break
-                t += self.h
-                tracker.brake(t)
-                tail.append(self._point(t, tracker.q))
-        finally:
-            tracker.q, tracker.v, tracker.time, tracker._last_goal = saved
-            self.filter = stage
-        if tail:
-            last = tail[-1]
-            zero = np.zeros_like(last.q)
-            tail[-1] = PlanPoint(last.time, last.q, zero, zero)
+        tail = braking_tail(tracker.stepper, tracker.q, tracker.v, tracker.time,
+                            self.filter.copy(), self.end_time, self.h)
         self._tail = tail
         return tail
 
@@ -491,6 +474,36 @@ class CommandStream:
         q, v, a = _cubic(points[k], points[k + 1], time)
         chain = self.tracker.chain   # the cubic is a mean of in-limit positions, up to rounding
         return np.clip(q, chain.lower, chain.upper), v, a
+
+
+def braking_tail(stepper: LimitingStep, q: FloatArray, v: FloatArray, time: float, stage,
+                 start: float, h: float) -> List[PlanPoint]:
+    """Return the plan points from ``start`` (s) on, every ``h`` s, while the joints brake to rest.
+
+    A pure function of the state: the limiting step brakes (q, v) (n,) at
+    ``time`` toward rest at the acceleration limits, and ``stage``, a copy
+    of the jerk stage, is pushed each braked position (its outputs are the
+    points, clipped to the position limits). It ends when both rest, or
+    after MAX_TAIL_STEPS; the last point has velocities and accelerations
+    exactly zero.
+    """
+    chain = stepper.chain
+    tail: List[PlanPoint] = []
+    t = start
+    for _ in range(MAX_TAIL_STEPS):
+        if np.all(v == 0.0) and stage.at_rest():
+            break
+        t += h
+        if t > time:
+            q, v = stepper.braked(q, v, t - time)
+            time = t
+        z, dz, ddz = stage.push(q)
+        tail.append(PlanPoint(t, np.clip(z, chain.lower, chain.upper), dz, ddz))
+    if tail:
+        last = tail[-1]
+        zero = np.zeros_like(last.q)
+        tail[-1] = PlanPoint(last.time, last.q, zero, zero)
+    return tail
 
 
 def _rounding(time: float) -> float:

@@ -31,7 +31,7 @@ model changes, by construction.
 from dataclasses import dataclass
 import math
 import time as _time
-from typing import Iterator, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError, ModelError
@@ -39,11 +39,12 @@ from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
-from ik_node.core.motion.arrival import Arrival, ROT_WEIGHT_M
+from ik_node.core.motion.arrival import Arrival
 # TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.goals import GoalSelector, SolveStats
+from ik_node.core.motion.limiting import LimitingStep
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
@@ -80,10 +81,6 @@ TIP_SPEED_SHARE = 0.99
 # A trajectory's end pose this close to the target (m, rad) is the target (its
 # question is the target's: the same key, the same answer).
 SAME_POSE = 1e-9
-# The joints' own weight in the metric a pose goal is slid in (MotionTracker._task_metric),
-# m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a redundant
-# arm's self-motion) cost this little.
-SLIDE_DAMPING = 1e-4
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,9 +169,13 @@ class MotionTracker:
         self.q = q0.copy()
         self.v = np.zeros(chain.n) if velocity is None else np.array(velocity, dtype=np.float64)
         self.time = float(time)
+        #: Wall-clock time per part of the current tick (MotionSession times whole ticks).
+        self.costs = TickCosts()
+        #: The one maker of joint commands: every limit and the margin (limiting.py).
+        self.stepper = LimitingStep(chain, self.config.accelerations(chain.n), limits,
+                                    self.costs)
         self.set_backend(backend)
         self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
-        self._a_max = np.array(self.config.accelerations(chain.n))
         self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
         self._stop_first = False   # brake to rest before going on (the clock went back)
         self.drift = PostureDrift(chain, self.config.posture)
@@ -195,9 +196,6 @@ class MotionTracker:
         # (source, goal, time) of the previous command: the goal's velocity.
         self._last_goal: Optional[Tuple[Optional[tuple], FloatArray, float]] = None
         self._stop_q = self.q
-        self._guard: Optional[CollisionGuard] = None
-        #: Wall-clock time per part of the current tick (MotionSession times whole ticks).
-        self.costs = TickCosts()
         #: Progress toward the target; rest and paths when there is none (route.py).
         self.recovery = Recovery(chain)
         self._goal_in_task = False   # the step's goal solves a pose (slid in the tip's metric)
@@ -208,12 +206,12 @@ class MotionTracker:
     @property
     def guard(self) -> Optional[CollisionGuard]:
         """The collision constraint of the step (None: no geometry, nothing checked)."""
-        return self._guard
+        return self.stepper.guard
 
     @guard.setter
     def guard(self, guard: Optional[CollisionGuard]) -> None:
         """Check every step against ``guard``; the worker prefers free solutions (None: none)."""
-        self._guard = guard
+        self.stepper.guard = guard
         self.goals.guard = guard
 
     @property
@@ -364,32 +362,12 @@ class MotionTracker:
         come back. The target becomes that pose.
         """
         self.twists.twist = None
-        self._stop_q = self._stopping_point()
+        self._stop_q = self.stepper.stopping_point(self.q, self.v)
         self.target = self.chain.forward(self._stop_q)
 
-    def _stopping_point(self) -> FloatArray:
-        """Return where braking uniformly at the acceleration limits stops the joints (n,).
-
-        Every joint over the slowest joint's ``T = max |v| / a``, to ``q + v T / 2``
-        (within the limits): the motion keeps its direction while it stops.
-        """
-        c = self.chain
-        braking_s = float(np.max(np.abs(self.v) / self._a_max))
-        return np.clip(self.q + 0.5 * braking_s * self.v, c.lower, c.upper)
-
     def can_stop(self, q, v) -> bool:
-        """Return True when the joints at q (n,) moving at v (n,) can stop within their limits.
-
-        Braking at the current acceleration limits, each joint's speed is at
-        most limits.braking_speed of the distance to the position limit it
-        moves toward (held for no time): the bound limited_step keeps from
-        step to step and needs at the start. From a state beyond it the joint
-        is clamped at its limit, a velocity change beyond the acceleration limit.
-        """
-        c = self.chain
-        room = np.where(np.asarray(v) > 0.0, c.upper - np.asarray(q), np.asarray(q) - c.lower)
-        return all(abs(float(vi)) <= limits.braking_speed(float(d), float(a), 0.0)
-                   for vi, d, a in zip(v, room, self._a_max))
+        """Return True when the joints at q (n,) moving at v (n,) can stop within their limits."""
+        return self.stepper.can_stop(q, v)
 
     def sync(self, time: float, q_measured, v_measured=None) -> None:
         """Continue from the measured joint state (feedback: at start, after a push, ...).
@@ -479,10 +457,11 @@ class MotionTracker:
         So while any joint moves, a lowered limit waits: the joints brake to
         rest at the limits they had, then the new ones apply (``braking``).
         """
-        if np.all(limits >= self._a_max) or np.all(self.v == 0.0):
-            self._a_max, self._a_next = np.array(limits, dtype=np.float64), None
+        if np.all(limits >= self.stepper.a_max) or np.all(self.v == 0.0):
+            self.stepper.a_max, self._a_next = np.array(limits, dtype=np.float64), None
         else:
-            self._a_max = np.maximum(self._a_max, limits)   # the raised joints at once
+            # the raised joints at once
+            self.stepper.a_max = np.maximum(self.stepper.a_max, limits)
             self._a_next = np.array(limits, dtype=np.float64)
 
     @property
@@ -519,7 +498,7 @@ class MotionTracker:
         """
         self.backend = backend
         kernels = resolve(backend)
-        self._limits = kernels.limits
+        self.stepper.kernels = kernels.limits
         self._follow = kernels.follow
         if hasattr(self, 'goals'):
             self.goals.follow_kernels = self.drift.follow_kernels = kernels.follow
@@ -612,8 +591,8 @@ class MotionTracker:
             solution = None if held is None else held.q
         holder = None if self.guard is None else self.guard.blocked
         action = self.recovery.observe(key, time, self.q, self.v, goal, source, self.target,
-                                       self._stopping_point(), revision, holder, solution,
-                                       goals.solves_pose)
+                                       self.stepper.stopping_point(self.q, self.v), revision,
+                                       holder, solution, goals.solves_pose)
         if action == 'straight' and answer is not None and answer.solves:
             goals.hold_path_end(key, answer.goal, answer)
         elif action == 'done' and self.mode == Mode.TRAJECTORY:
@@ -657,8 +636,7 @@ class MotionTracker:
         dt = float(time) - self.time
         if not dt > 0.0:
             return self.command_now()
-        n = self.chain.n
-        self.q, self.v = self._step(np.full(n, np.nan), np.zeros(n), dt)
+        self.q, self.v = self.stepper.braked(self.q, self.v, dt)
         self.time = float(time)
         self._last_goal = None
         return self.command_now()
@@ -670,7 +648,7 @@ class MotionTracker:
         self.brake(time)
         if np.all(self.v == 0.0):
             if self._a_next is not None:
-                self._a_max, self._a_next = self._a_next, None
+                self.stepper.a_max, self._a_next = self._a_next, None
             self._stop_first = False
             if self.mode == Mode.TRAJECTORY:
                 self._restart_trajectory(time)   # from where it stopped
@@ -736,7 +714,7 @@ class MotionTracker:
         taken again: the acceleration limits
         still hold (a joint above its new limit brakes at its limit).
         """
-        q, v = self._step(goal, goal_v, dt)
+        q, v = self.stepper.step(self.q, self.v, goal, goal_v, dt, in_task=self._goal_in_task)
         if self.mode != Mode.TWIST:
             return q, v
         start = self.chain.forward(self.q)
@@ -746,7 +724,7 @@ class MotionTracker:
                 break
             speeds = np.minimum(np.maximum(np.abs(v) / ratio, TIP_SPEED_FLOOR),
                                 self.chain.velocity)
-            q, v = self._step(goal, goal_v, dt, speeds)
+            q, v = self.stepper.step(self.q, self.v, goal, goal_v, dt, speeds, self._goal_in_task)
         return q, v
 
     def _tip_speed_ratio(self, start: FloatArray, q: FloatArray, dt: float) -> float:
@@ -754,82 +732,6 @@ class MotionTracker:
         linear, angular = pose_error(start, self.chain.forward(q))
         return max(linear / dt / self.config.max_linear_speed,
                    angular / dt / self.config.max_angular_speed) / TIP_SPEED_SHARE
-
-    def _step(self, goal: FloatArray, goal_v: FloatArray, dt: float,
-              speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
-        """Take the limiting step toward goal (moving at goal_v) for dt, keeping the margin.
-
-        ``speeds``: (n,) joint speed limits to use, rad/s (default the chain's).
-        With a collision guard (:mod:`ik_node.core.collision.guard`) a step
-        that would bring a pair inside the margin, or too fast toward it to
-        stop before it, is taken toward the goal slid along the surface
-        instead (the limiting step, then the step along the straight line),
-        or, refused again, brakes toward rest at the limits. A braking step
-        (goal not finite) is never refused.
-        """
-        q1, v1 = self._limited(goal, goal_v, dt, speeds)
-        guard = self.guard
-        if guard is None or not np.all(np.isfinite(goal)):
-            return q1, v1
-        started = _clock()
-        try:
-            return self._guarded(q1, v1, goal, dt, speeds)
-        finally:
-            self.costs.add('collision', _clock() - started)
-
-    def _guarded(self, q1: FloatArray, v1: FloatArray, goal: FloatArray, dt: float,
-                 speeds: Optional[FloatArray]) -> Tuple[FloatArray, FloatArray]:
-        """Return the step (q1, v1) if the guard admits it, else the slid or braking one."""
-        guard, c = self.guard, self.chain
-        assert guard is not None
-        if guard.admits(self.q, q1, v1, self._a_max, c.lower, c.upper):
-            guard.note_free(dt)
-            return q1, v1
-        slid = guard.slid_goal(self.q, goal, self._task_metric() if self._goal_in_task else None)
-        if slid is not None:
-            slid = np.clip(slid, c.lower, c.upper)
-            for q2, v2 in self._slid_steps(slid, dt, speeds):
-                if guard.admits(self.q, q2, v2, self._a_max, c.lower, c.upper):
-                    guard.note_held('slid')
-                    return q2, v2
-        guard.note_held('braked')
-        return self._limited(np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
-
-    def _task_metric(self) -> FloatArray:
-        """Return (n, n) J^T W J + SLIDE_DAMPING I at the command: the tip's motion per joint step.
-
-        W weighs a radian of the tip's rotation as ROT_WEIGHT_M metres. A goal
-        slid in this metric moves the tip along the surface toward its pose
-        (issue 50: in joint space's own, the demo's tip dove under the shelf's top).
-        """
-        jac = self.chain.jacobian(self.q)
-        jac[3:] *= ROT_WEIGHT_M
-        return jac.T @ jac + SLIDE_DAMPING * np.eye(self.chain.n)
-
-    def _slid_steps(self, slid: FloatArray, dt: float, speeds: Optional[FloatArray]
-                    ) -> Iterator[Tuple[FloatArray, FloatArray]]:
-        """Yield the steps (q', v') toward the slid goal (n,) to try, in order."""
-        yield self._limited(slid, np.zeros(self.chain.n), dt, speeds)
-        along = step_along(self.q, self.v, slid, dt,
-                           self.chain.velocity if speeds is None else speeds, self._a_max)
-        if along is not None:
-            yield along
-
-    def _limited(self, goal: FloatArray, goal_v: FloatArray, dt: float,
-                 speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
-        """Take the limiting step toward goal (moving at goal_v) for dt on this backend."""
-        c = self.chain
-        speeds = c.velocity if speeds is None else speeds
-        if self._limits is limits:  # CPython: plain floats are ~10x faster than arrays
-            q_out, v_out = [0.0] * c.n, [0.0] * c.n
-            limits.limited_step(self.q.tolist(), self.v.tolist(), goal.tolist(), goal_v.tolist(),
-                                dt, speeds.tolist(), self._a_max.tolist(), c.lower.tolist(),
-                                c.upper.tolist(), q_out, v_out)
-            return np.array(q_out), np.array(v_out)
-        q_new, v_new = np.empty(c.n), np.empty(c.n)
-        self._limits.limited_step(self.q, self.v, goal, goal_v, dt, speeds, self._a_max,
-                                  c.lower, c.upper, q_new, v_new)
-        return q_new, v_new
 
     def _arrived(self, goal: FloatArray) -> bool:
         return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
@@ -883,50 +785,8 @@ class MotionTracker:
 
     def _toward_posture(self, goal: FloatArray, pose: FloatArray, dt: float) -> FloatArray:
         """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""
-        return self.drift.toward(goal, pose, dt, self.config.posture_rate, self._a_max,
+        return self.drift.toward(goal, pose, dt, self.config.posture_rate, self.stepper.a_max,
                                  self.pole)
-
-
-def step_along(q: FloatArray, v: FloatArray, aim: FloatArray, dt: float, v_max: FloatArray,
-               a_max: FloatArray) -> Optional[Tuple[FloatArray, FloatArray]]:
-    """Return the step (q', v') along the straight line from q toward ``aim``, or None.
-
-    The limiting step cuts each joint's acceleration on its own, so a step
-    that speeds up toward a far goal leaves the direction of ``aim - q``;
-    next to a surface that bend can turn a way out into a way in. This step
-    keeps the direction: ``v' = s (aim - q) / dt`` with the largest s in
-    [0, 1] that every joint's speed limit, acceleration limit (from v) and
-    braking (to stop by ``aim``) allow. None when no s > 0 does (v points
-    elsewhere by more than one step's acceleration can undo).
-
-    Args:
-        q: (n,) positions now, rad (m).
-        v: (n,) velocities now, rad/s.
-        aim: (n,) where to head, within the position limits.
-        dt: the step, s (> 0).
-        v_max: (n,) speed limits, rad/s.
-        a_max: (n,) acceleration limits, rad/s^2 (inf allowed).
-
-    """
-    x = aim - q
-    still = x == 0.0
-    change = a_max * dt
-    if np.all(still) or not np.all(np.abs(v[still]) <= change[still]):
-        return None
-    rate, moving = x[~still] / dt, ~still
-    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
-        ends = np.stack([(v[moving] - change[moving]) / rate,
-                         (v[moving] + change[moving]) / rate])
-        ad = change[moving]
-        twice = 2.0 * a_max[moving] * np.abs(x[moving])
-        brake = np.where(np.isinf(ad), np.inf, twice / (ad + np.sqrt(ad * ad + twice)))
-    low = max(0.0, float(np.max(ends.min(axis=0))))
-    high = min(1.0, float(np.min(ends.max(axis=0))),
-               float(np.min(np.minimum(v_max[moving], brake) / np.abs(rate))))
-    if not high > low:
-        return None
-    q_new = q + high * x
-    return q_new, (q_new - q) / dt   # as the limiting step: the velocity of the positions
 
 
 def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
@@ -957,7 +817,7 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
         raise ModelError(f'the joints move at {np.round(old.v, 3).tolist()} rad/s, faster than '
                          f"the new model's speed limits {chain.velocity.tolist()}: send the "
                          'model again when the arm is slower or at rest')
-    stop = q + old.v * np.abs(old.v) / (2.0 * old._a_max)   # where braking now ends
+    stop = q + old.v * np.abs(old.v) / (2.0 * old.stepper.a_max)   # where braking now ends
     if not chain.within_limits(np.where(old.v == 0.0, q, stop)):
         raise ModelError(f'the joints moving at {np.round(old.v, 3).tolist()} rad/s would '
                          f"stop at {np.round(stop, 3).tolist()}, beyond the new model's limits: "
@@ -965,7 +825,8 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
     tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v,
                             backend=old.backend, worker=worker)
     tracker.q0 = chain.check_q(q0, 'q0').copy()
-    tracker._a_max = old._a_max.copy()   # a stop under way goes on at the limits it had
+    # A stop under way goes on at the limits it had.
+    tracker.stepper.a_max = old.stepper.a_max.copy()
     tracker._use_accelerations(np.minimum(tracker.accelerations, old._a_cap))
     tracker._stop_first = old._stop_first
     tracker.set_pole(old.pole)

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""The limiting step: the joints one step toward a goal, within every joint limit and the margin.
+
+:class:`LimitingStep` is the one place a joint command is made
+(:class:`ik_node.core.motion.tracker.MotionTracker` asks it each step, the
+command stream's braking tail too): the per-joint limiting step toward a
+goal (:mod:`ik_node.core.kernels.limits`: position, speed and acceleration
+limits, and able to stop before a position limit), then, with a collision
+guard, the step admitted only if no pair comes inside the margin or too fast
+toward it; else the goal slid along the surface (in the tip's metric for a
+pose goal), the straight step toward it, or braking. A braking step (no
+goal) is never refused. Its functions of a state are pure: they return the
+next (q, v) and change nothing.
+
+Joints are (n,) arrays in chain order: rad (m for prismatic), rad/s, rad/s^2.
+"""
+
+import time as _time
+from typing import Iterator, Optional, Tuple
+
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.kernels import limits
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.arrival import ROT_WEIGHT_M
+from ik_node.core.motion.costs import TickCosts
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+_clock = _time.perf_counter
+# The joints' own weight in the metric a pose goal is slid in (task_metric),
+# m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a
+# redundant arm's self-motion) cost this little.
+SLIDE_DAMPING = 1e-4
+
+
+class LimitingStep:
+    """The step of a chain's joints within every limit and the margin (module docstring).
+
+    Args:
+        chain: the kinematic chain (position and speed limits).
+        a_max: (n,) acceleration limits, rad/s^2.
+        kernels: the limits kernels of the backend (:func:`ik_node.core.kernels.backend.resolve`).
+        costs: where the collision checks' wall-clock time is added.
+
+    Attributes:
+        a_max: (n,) acceleration limits in force, rad/s^2 (the tracker lowers
+            them once at rest, raises them at once).
+        kernels: the backend's limits kernels.
+        guard: the collision constraint (None: nothing checked).
+
+    """
+
+    def __init__(self, chain: Chain, a_max, kernels, costs: TickCosts):
+        """Step ``chain`` at ``a_max`` on ``kernels``; no guard yet."""
+        self.chain = chain
+        self.a_max = np.array(a_max, dtype=np.float64)
+        self.kernels = kernels
+        self.guard: Optional[CollisionGuard] = None
+        self.costs = costs
+
+    def limited(self, q: FloatArray, v: FloatArray, goal: FloatArray, goal_v: FloatArray,
+                dt: float, speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
+        """Return the limiting step (q', v') from (q, v) toward goal (moving at goal_v) for dt s.
+
+        ``speeds``: (n,) speed limits to use, rad/s (default the chain's). A
+        goal of NaN brakes toward rest.
+        """
+        c = self.chain
+        speeds = c.velocity if speeds is None else speeds
+        if self.kernels is limits:  # CPython: plain floats are ~10x faster than arrays
+            q_out, v_out = [0.0] * c.n, [0.0] * c.n
+            limits.limited_step(q.tolist(), v.tolist(), goal.tolist(), goal_v.tolist(),
+                                dt, speeds.tolist(), self.a_max.tolist(), c.lower.tolist(),
+                                c.upper.tolist(), q_out, v_out)
+            return np.array(q_out), np.array(v_out)
+        q_new, v_new = np.empty(c.n), np.empty(c.n)
+        self.kernels.limited_step(q, v, goal, goal_v, dt, speeds, self.a_max,
+                                  c.lower, c.upper, q_new, v_new)
+        return q_new, v_new
+
+    def braked(self, q: FloatArray, v: FloatArray, dt: float) -> Tuple[FloatArray, FloatArray]:
+        """Return the step (q', v') from (q, v) toward rest for dt s at the acceleration limits."""
+        n = self.chain.n
+        return self.limited(q, v, np.full(n, np.nan), np.zeros(n), dt)
+
+    def stopping_point(self, q: FloatArray, v: FloatArray) -> FloatArray:
+        """Return where braking uniformly at the acceleration limits stops the joints (n,).
+
+        Every joint over the slowest joint's ``T = max |v| / a``, to ``q + v T / 2``
+        (within the limits): the motion keeps its direction while it stops.
+        """
+        c = self.chain
+        braking_s = float(np.max(np.abs(v) / self.a_max))
+        return np.clip(q + 0.5 * braking_s * v, c.lower, c.upper)
+
+    def can_stop(self, q, v) -> bool:
+        """Return True when the joints at q (n,) moving at v (n,) can stop within their limits.
+
+        Braking at the acceleration limits, each joint's speed is at most
+        limits.braking_speed of the distance to the position limit it moves
+        toward (held for no time): the bound limited_step keeps from step to
+        step and needs at the start. From a state beyond it the joint is
+        clamped at its limit, a velocity change beyond the acceleration limit.
+        """
+        c = self.chain
+        room = np.where(np.asarray(v) > 0.0, c.upper - np.asarray(q), np.asarray(q) - c.lower)
+        return all(abs(float(vi)) <= limits.braking_speed(float(d), float(a), 0.0)
+                   for vi, d, a in zip(v, room, self.a_max))
+
+    def step(self, q: FloatArray, v: FloatArray, goal: FloatArray, goal_v: FloatArray,
+             dt: float, speeds: Optional[FloatArray] = None,
+             in_task: bool = False) -> Tuple[FloatArray, FloatArray]:
+        """Return the next (q', v') toward goal (moving at goal_v) for dt, keeping the margin.
+
+        With a collision guard a step that would bring a pair inside the
+        margin, or too fast toward it to stop before it, is taken toward the
+        goal slid along the surface instead (in the tip's metric when
+        ``in_task``: the goal solves a pose), or, refused again, brakes
+        toward rest at the limits. A braking step (goal not finite) is never refused.
+        """
+        q1, v1 = self.limited(q, v, goal, goal_v, dt, speeds)
+        if self.guard is None or not np.all(np.isfinite(goal)):
+            return q1, v1
+        started = _clock()
+        try:
+            return self._guarded(q, v, q1, v1, goal, dt, speeds, in_task)
+        finally:
+            self.costs.add('collision', _clock() - started)
+
+    def _guarded(self, q: FloatArray, v: FloatArray, q1: FloatArray, v1: FloatArray,
+                 goal: FloatArray, dt: float, speeds: Optional[FloatArray],
+                 in_task: bool) -> Tuple[FloatArray, FloatArray]:
+        """Return the step (q1, v1) if the guard admits it, else the slid or braking one."""
+        guard, c = self.guard, self.chain
+        assert guard is not None
+        if guard.admits(q, q1, v1, self.a_max, c.lower, c.upper):
+            guard.note_free(dt)
+            return q1, v1
+        slid = guard.slid_goal(q, goal, self.task_metric(q) if in_task else None)
+        if slid is not None:
+            slid = np.clip(slid, c.lower, c.upper)
+            for q2, v2 in self._slid_steps(q, v, slid, dt, speeds):
+                if guard.admits(q, q2, v2, self.a_max, c.lower, c.upper):
+                    guard.note_held('slid')
+                    return q2, v2
+        guard.note_held('braked')
+        return self.limited(q, v, np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
+
+    def task_metric(self, q: FloatArray) -> FloatArray:
+        """Return (n, n) J^T W J + SLIDE_DAMPING I at q: the tip's motion per joint step.
+
+        W weighs a radian of the tip's rotation as ROT_WEIGHT_M metres. A goal
+        slid in this metric moves the tip along the surface toward its pose
+        (issue 50: in joint space's own, the demo's tip dove under the shelf's top).
+        """
+        jac = self.chain.jacobian(q)
+        jac[3:] *= ROT_WEIGHT_M
+        return jac.T @ jac + SLIDE_DAMPING * np.eye(self.chain.n)
+
+    def _slid_steps(self, q: FloatArray, v: FloatArray, slid: FloatArray, dt: float,
+                    speeds: Optional[FloatArray]) -> Iterator[Tuple[FloatArray, FloatArray]]:
+        """Yield the steps (q', v') toward the slid goal (n,) to try, in order."""
+        yield self.limited(q, v, slid, np.zeros(self.chain.n), dt, speeds)
+        along = step_along(q, v, slid, dt,
+                           self.chain.velocity if speeds is None else speeds, self.a_max)
+        if along is not None:
+            yield along
+
+
+def step_along(q: FloatArray, v: FloatArray, aim: FloatArray, dt: float, v_max: FloatArray,
+               a_max: FloatArray) -> Optional[Tuple[FloatArray, FloatArray]]:
+    """Return the step (q', v') along the straight line from q toward ``aim``, or None.
+
+    The limiting step cuts each joint's acceleration on its own, so a step
+    that speeds up toward a far goal leaves the direction of ``aim - q``;
+    next to a surface that bend can turn a way out into a way in. This step
+    keeps the direction: ``v' = s (aim - q) / dt`` with the largest s in
+    [0, 1] that every joint's speed limit, acceleration limit (from v) and
+    braking (to stop by ``aim``) allow. None when no s > 0 does (v points
+    elsewhere by more than one step's acceleration can undo).
+
+    Args:
+        q: (n,) positions now, rad (m).
+        v: (n,) velocities now, rad/s.
+        aim: (n,) where to head, within the position limits.
+        dt: the step, s (> 0).
+        v_max: (n,) speed limits, rad/s.
+        a_max: (n,) acceleration limits, rad/s^2 (inf allowed).
+
+    """
+    x = aim - q
+    still = x == 0.0
+    change = a_max * dt
+    if np.all(still) or not np.all(np.abs(v[still]) <= change[still]):
+        return None
+    rate, moving = x[~still] / dt, ~still
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        ends = np.stack([(v[moving] - change[moving]) / rate,
+                         (v[moving] + change[moving]) / rate])
+        ad = change[moving]
+        twice = 2.0 * a_max[moving] * np.abs(x[moving])
+        brake = np.where(np.isinf(ad), np.inf, twice / (ad + np.sqrt(ad * ad + twice)))
+    low = max(0.0, float(np.max(ends.min(axis=0))))
+    high = min(1.0, float(np.min(ends.max(axis=0))),
+               float(np.min(np.minimum(v_max[moving], brake) / np.abs(rate))))
+    if not high > low:
+        return None
+    q_new = q + high * x
+    return q_new, (q_new - q) / dt   # as the limiting step: the velocity of the positions
