@@ -24,11 +24,22 @@ from ik_node.core.kernels import limits
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import ROT_WEIGHT_M
 from ik_node.core.motion.costs import TickCosts
+from ik_node.core.poses import pose_error
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 _clock = _time.perf_counter
+# Teleoperating, a joint's speed limit is never cut below this (rad/s): a
+# joint at rest can still start when the tip is at its speed limit.
+TIP_SPEED_FLOOR = 1e-6
+# Passes of that cut per step (the tip's speed is not linear in the joints'
+# over a step: one pass left it up to 3.4 % above; three, 0.002 %).
+TIP_SPEED_PASSES = 3
+# The limiting step's tip keeps to this share of the tip limits: the jerk
+# stage's mean of joint positions and the cubic between grid points move the
+# tip up to ~0.2 % faster than the steps they smooth (measured over random twists).
+TIP_SPEED_SHARE = 0.99
 # The joints' own weight in the metric a pose goal is slid in (task_metric),
 # m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a
 # redundant arm's self-motion) cost this little.
@@ -45,8 +56,9 @@ class LimitingStep:
         costs: where the collision checks' wall-clock time is added.
 
     Attributes:
-        a_max: (n,) acceleration limits in force, rad/s^2 (the tracker lowers
-            them once at rest, raises them at once).
+        a_max: (n,) acceleration limits in force, rad/s^2.
+        a_cap: (n,) the most a jerk stage allows, rad/s^2 (inf: no cap).
+        a_next: (n,) lowered limits that apply once the joints rest, or None.
         kernels: the backend's limits kernels.
         guard: the collision constraint (None: nothing checked).
 
@@ -56,9 +68,31 @@ class LimitingStep:
         """Step ``chain`` at ``a_max`` on ``kernels``; no guard yet."""
         self.chain = chain
         self.a_max = np.array(a_max, dtype=np.float64)
+        self.a_cap = np.full(chain.n, np.inf)
+        self.a_next: Optional[FloatArray] = None
         self.kernels = kernels
         self.guard: Optional[CollisionGuard] = None
         self.costs = costs
+
+    def use_accelerations(self, limits: FloatArray, at_rest: bool) -> None:
+        """Take new acceleration limits (n,), rad/s^2: raised ones at once, lowered ones from rest.
+
+        A joint moving at speed cannot stop within a lowered limit before its
+        goal or its position limit (0.01 rad/s^2 from 1 rad/s: 50 s, 50 rad).
+        So while any joint moves, a lowered limit waits (``a_next``): the
+        joints brake to rest at the limits they had, then the new ones apply
+        (:meth:`apply_lowered`).
+        """
+        if np.all(limits >= self.a_max) or at_rest:
+            self.a_max, self.a_next = np.array(limits, dtype=np.float64), None
+        else:
+            self.a_max = np.maximum(self.a_max, limits)   # the raised joints at once
+            self.a_next = np.array(limits, dtype=np.float64)
+
+    def apply_lowered(self) -> None:
+        """Apply the lowered limits that waited for rest (the joints rest now)."""
+        if self.a_next is not None:
+            self.a_max, self.a_next = self.a_next, None
 
     def limited(self, q: FloatArray, v: FloatArray, goal: FloatArray, goal_v: FloatArray,
                 dt: float, speeds: Optional[FloatArray] = None) -> Tuple[FloatArray, FloatArray]:
@@ -128,6 +162,35 @@ class LimitingStep:
             return self._guarded(q, v, q1, v1, goal, dt, speeds, in_task)
         finally:
             self.costs.add('collision', _clock() - started)
+
+    def step_within_tip_speeds(self, q: FloatArray, v: FloatArray, goal: FloatArray,
+                               goal_v: FloatArray, dt: float,
+                               tip_limits: Optional[Tuple[float, float]],
+                               in_task: bool = False) -> Tuple[FloatArray, FloatArray]:
+        """Return :meth:`step`; with ``tip_limits`` (m/s, rad/s), keep the tip within them.
+
+        Teleoperating, a twist's target leads the arm (TWIST_LEAD_S), and an
+        arm catching up with it from rest would move the tip faster than the
+        twist, up to 1.5x ``max_linear_speed`` (issue 21). When the step would
+        move the tip faster than TIP_SPEED_SHARE of either limit (the ratio r
+        of the faster of the two), each joint's speed limit becomes its speed
+        in that step / r and the step is taken again: the acceleration limits
+        still hold (a joint above its new limit brakes at its limit).
+        """
+        q1, v1 = self.step(q, v, goal, goal_v, dt, in_task=in_task)
+        if tip_limits is None:
+            return q1, v1
+        start = self.chain.forward(q)
+        for _ in range(TIP_SPEED_PASSES):
+            linear, angular = pose_error(start, self.chain.forward(q1))
+            ratio = max(linear / dt / tip_limits[0],
+                        angular / dt / tip_limits[1]) / TIP_SPEED_SHARE
+            if ratio <= 1.0:
+                break
+            speeds = np.minimum(np.maximum(np.abs(v1) / ratio, TIP_SPEED_FLOOR),
+                                self.chain.velocity)
+            q1, v1 = self.step(q, v, goal, goal_v, dt, speeds, in_task)
+        return q1, v1
 
     def _guarded(self, q: FloatArray, v: FloatArray, q1: FloatArray, v1: FloatArray,
                  goal: FloatArray, dt: float, speeds: Optional[FloatArray],

@@ -239,6 +239,60 @@ class Recovery:
         """Return True when a path may be asked (none under way, MAX_PLANS not used up)."""
         return self.planning_since is None and self.plans < MAX_PLANS and not self.no_path
 
+    def watch(self, goals, time: float, q: FloatArray, v: FloatArray, goal: FloatArray,
+              source, target: FloatArray, pole: Optional[FloatArray], stop_q: FloatArray,
+              blocked, planning: bool) -> str:
+        """Sample the progress toward ``target`` (4, 4); on a stall take a route; the action.
+
+        ``goals``: the tracker's GoalSelector (its answers, the goal held);
+        ``goal`` (n,) the joints this step headed for and ``source`` its
+        identity; ``stop_q`` (n,) where braking now ends; ``blocked`` the
+        guard's hold (None: free). The straight route and a path go to the
+        target's free solution (the worker's answer); a path is asked only
+        when ``planning`` (collision checked: without, the straight way in
+        joint space is free).
+        """
+        held = goals.held
+        revision = None if held is None else held.revision
+        key = goals.key(target, pole)
+        answer = goals.target_answer
+        # Straight to the worker's goal: a free solution, or the closest free pose of
+        # a target in collision; an unreachable target's goal is the one held (the
+        # closer of the worker's and the local steps').
+        if answer is None:
+            solution = None
+        elif answer.solves or answer.result.in_collision:
+            solution = answer.goal
+        else:
+            solution = None if held is None else held.q
+        action = self.observe(key, time, q, v, goal, source, target, stop_q, revision,
+                              blocked, solution, goals.solves_pose)
+        if action == 'straight' and answer is not None and answer.solves:
+            goals.hold_path_end(key, answer.goal, answer)
+        elif action == 'plan' and planning and answer is not None and answer.solves:
+            goals.ask_path(target, goals.solver.aim_within_reach(target), q, pole)
+            self.asked(time)
+        return action
+
+    def route_goal(self, goals, time: float, target: FloatArray, pole: Optional[FloatArray],
+                   q: FloatArray) -> Optional[FloatArray]:
+        """Return the route's goal (n,) (a rest, a path's point) for ``target``, or None.
+
+        A path answer for the target is taken here: its end becomes the goal held.
+        """
+        key = goals.key(target, pole)
+        path = goals.take_path_answer(key)
+        if path is not None:
+            end = self.take_path(path, time)
+            if end is not None:
+                goals.hold_path_end(key, end, path)
+            elif self.retry():   # out of time: again, with more (MAX_PLANS)
+                goals.ask_path(target, goals.solver.aim_within_reach(target), q, pole,
+                               attempt=self.plans)
+                self.asked(time)
+        revision = None if goals.held is None else goals.held.revision
+        return self.goal(key, q, time, revision)
+
     def retry(self) -> bool:
         """Return True when the last plan ran out of time and plans are left (MAX_PLANS)."""
         return self.no_path.startswith(NO_PATH_IN_TIME) and self.planning_since is None and \

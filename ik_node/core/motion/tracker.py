@@ -29,7 +29,6 @@ model changes, by construction.
 """
 
 from dataclasses import dataclass
-import math
 import time as _time
 from typing import List, Optional, Tuple
 
@@ -68,16 +67,6 @@ WORKSPACE_MARGIN = 1.25
 # when a reset is over (with the joints at rest).
 ARRIVED = 1e-12
 
-# Teleoperating, a joint's speed limit is never cut below this (rad/s): a
-# joint at rest can still start when the tip is at its speed limit.
-TIP_SPEED_FLOOR = 1e-6
-# Passes of that cut per step (the tip's speed is not linear in the joints'
-# over a step: one pass left it up to 3.4 % above; three, 0.002 %).
-TIP_SPEED_PASSES = 3
-# The limiting step's tip keeps to this share of the tip limits: the jerk
-# stage's mean of joint positions and the cubic between grid points move the
-# tip up to ~0.2 % faster than the steps they smooth (measured over random twists).
-TIP_SPEED_SHARE = 0.99
 # A trajectory's end pose this close to the target (m, rad) is the target (its
 # question is the target's: the same key, the same answer).
 SAME_POSE = 1e-9
@@ -175,8 +164,6 @@ class MotionTracker:
         self.stepper = LimitingStep(chain, self.config.accelerations(chain.n), limits,
                                     self.costs)
         self.set_backend(backend)
-        self._a_cap = np.full(chain.n, math.inf)   # set by a jerk stage (cap_accelerations)
-        self._a_next: Optional[FloatArray] = None   # lowered limits, once at rest
         self._stop_first = False   # brake to rest before going on (the clock went back)
         self.drift = PostureDrift(chain, self.config.posture)
         self.reach = chain.reach_bound()
@@ -424,7 +411,8 @@ class MotionTracker:
         retime = speeds != (self.config.max_linear_speed, self.config.max_angular_speed)
         self.trajectory.max_linear_speed, self.trajectory.max_angular_speed = speeds
         was_smooth, self.config = self.config.smoothing, config
-        self._use_accelerations(np.minimum(config.accelerations(self.chain.n), self._a_cap))
+        self.stepper.use_accelerations(
+            np.minimum(config.accelerations(self.chain.n), self.stepper.a_cap), self._at_rest())
         if retime and self.mode == Mode.TRAJECTORY:
             # The trajectory was timed for the old tip speeds: time it anew from
             # here (a speed restored after a tiny one applies at once).
@@ -446,28 +434,14 @@ class MotionTracker:
 
         A lowered limit applies as the limiting step allows (braking).
         """
-        self._a_cap = np.array(cap, dtype=np.float64)
-        self._use_accelerations(np.minimum(self.accelerations, self._a_cap))
-
-    def _use_accelerations(self, limits: FloatArray) -> None:
-        """Take new acceleration limits (n,): raised ones at once, lowered ones from rest.
-
-        A joint moving at speed cannot stop within a lowered limit before its
-        goal or its position limit (0.01 rad/s^2 from 1 rad/s: 50 s, 50 rad).
-        So while any joint moves, a lowered limit waits: the joints brake to
-        rest at the limits they had, then the new ones apply (``braking``).
-        """
-        if np.all(limits >= self.stepper.a_max) or np.all(self.v == 0.0):
-            self.stepper.a_max, self._a_next = np.array(limits, dtype=np.float64), None
-        else:
-            # the raised joints at once
-            self.stepper.a_max = np.maximum(self.stepper.a_max, limits)
-            self._a_next = np.array(limits, dtype=np.float64)
+        self.stepper.a_cap = np.array(cap, dtype=np.float64)
+        self.stepper.use_accelerations(np.minimum(self.accelerations, self.stepper.a_cap),
+                                       self._at_rest())
 
     @property
     def braking(self) -> bool:
         """Return True while the joints brake to rest first (lowered limits, clock back)."""
-        return self._a_next is not None or self._stop_first
+        return self.stepper.a_next is not None or self._stop_first
 
     def stop_then_resume(self, time: float) -> None:
         """Come to a controlled stop, then go on toward the target from where the arm stopped.
@@ -554,8 +528,11 @@ class MotionTracker:
         costs = self.costs
         costs.add('goal', stepping - started)
         guarded = costs.parts['collision']
-        self.q, self.v = self._step_within_tip_speeds(
-            goal, self._goal_velocity(goal, float(time), source), dt)
+        tip_limits = None if self.mode != Mode.TWIST else \
+            (self.config.max_linear_speed, self.config.max_angular_speed)
+        self.q, self.v = self.stepper.step_within_tip_speeds(
+            self.q, self.v, goal, self._goal_velocity(goal, float(time), source), dt,
+            tip_limits, self._goal_in_task)
         costs.add('limits', _clock() - stepping - (costs.parts['collision'] - guarded))
         if self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
             self._watch_progress(float(time), goal, source)
@@ -568,63 +545,20 @@ class MotionTracker:
         return self.command_now()
 
     def _watch_progress(self, time: float, goal: FloatArray, source) -> None:
-        """Sample the progress toward the target; on a stall take a route (route.Recovery).
+        """Sample the progress toward the target; on a stall take a route (Recovery.watch).
 
-        ``goal``: (n,) the joints this step headed for, ``source`` its
-        identity (_goal). The straight route and a path go to the target's
-        free solution (the worker's answer); a path is asked only with
-        collision checking (without, the straight way in joint space is free).
+        A route that took the arm to the goal held ends the trajectory (its
+        samples are the target from now on, the goal held for it).
         """
-        goals = self.goals
-        held = goals.held
-        revision = None if held is None else held.revision
-        key = goals.key(self.target, self.pole)
-        answer = goals.target_answer
-        # Straight to the worker's goal: a free solution, or the closest free pose of
-        # a target in collision; an unreachable target's goal is the one held (the
-        # closer of the worker's and the local steps').
-        if answer is None:
-            solution = None
-        elif answer.solves or answer.result.in_collision:
-            solution = answer.goal
-        else:
-            solution = None if held is None else held.q
-        holder = None if self.guard is None else self.guard.blocked
-        action = self.recovery.observe(key, time, self.q, self.v, goal, source, self.target,
-                                       self.stepper.stopping_point(self.q, self.v), revision,
-                                       holder, solution, goals.solves_pose)
-        if action == 'straight' and answer is not None and answer.solves:
-            goals.hold_path_end(key, answer.goal, answer)
-        elif action == 'done' and self.mode == Mode.TRAJECTORY:
-            # The route took the arm to the goal held: the trajectory is over (its
-            # samples are the target from now on, the goal held for it).
+        blocked = None if self.guard is None else self.guard.blocked
+        action = self.recovery.watch(self.goals, time, self.q, self.v, goal, source,
+                                     self.target, self.pole,
+                                     self.stepper.stopping_point(self.q, self.v), blocked,
+                                     self.guard is not None)
+        if action == 'done' and self.mode == Mode.TRAJECTORY:
             self._last_goal = None
             self.trajectory.reset(self.target[:3, 3], matrix_to_quaternion(self.target[:3, :3]),
                                   time)
-        elif action == 'plan' and self.guard is not None and answer is not None and \
-                answer.solves:
-            aim = goals.solver.aim_within_reach(self.target)
-            goals.ask_path(self.target, aim, self.q, self.pole)
-            self.recovery.asked(time)
-
-    def _route_goal(self, time: float) -> Optional[FloatArray]:
-        """Return the route's goal (n,) (a rest, a path's point) for the target, or None.
-
-        A path answer for the target is taken here: its end becomes the goal held.
-        """
-        goals = self.goals
-        key = goals.key(self.target, self.pole)
-        path = goals.take_path_answer(key)
-        if path is not None:
-            end = self.recovery.take_path(path, time)
-            if end is not None:
-                goals.hold_path_end(key, end, path)
-            elif self.recovery.retry():   # out of time: again, with more (route.MAX_PLANS)
-                goals.ask_path(self.target, goals.solver.aim_within_reach(self.target), self.q,
-                               self.pole, attempt=self.recovery.plans)
-                self.recovery.asked(time)
-        revision = None if goals.held is None else goals.held.revision
-        return self.recovery.goal(key, self.q, time, revision)
 
     def brake(self, time: float) -> Command:
         """Step toward rest for the time elapsed, at the acceleration limits, within every limit.
@@ -647,8 +581,7 @@ class MotionTracker:
             self._move_twist_target(time)
         self.brake(time)
         if np.all(self.v == 0.0):
-            if self._a_next is not None:
-                self.stepper.a_max, self._a_next = self._a_next, None
+            self.stepper.apply_lowered()
             self._stop_first = False
             if self.mode == Mode.TRAJECTORY:
                 self._restart_trajectory(time)   # from where it stopped
@@ -701,37 +634,8 @@ class MotionTracker:
         ratio = float(np.max(np.abs(w) / self.chain.velocity))
         return w / ratio if ratio > 1.0 else w
 
-    def _step_within_tip_speeds(self, goal: FloatArray, goal_v: FloatArray,
-                                dt: float) -> Tuple[FloatArray, FloatArray]:
-        """Take the limiting step; teleoperating, keep the tip within its speed limits.
-
-        A twist's target leads the arm (TWIST_LEAD_S), and an arm catching up
-        with it from rest would move the tip faster than the twist, up to 1.5x
-        ``max_linear_speed`` (issue 21). When the step would move the tip
-        faster than TIP_SPEED_SHARE of ``max_linear_speed`` or
-        ``max_angular_speed`` (the ratio r of the faster of the two), each
-        joint's speed limit becomes its speed in that step / r and the step is
-        taken again: the acceleration limits
-        still hold (a joint above its new limit brakes at its limit).
-        """
-        q, v = self.stepper.step(self.q, self.v, goal, goal_v, dt, in_task=self._goal_in_task)
-        if self.mode != Mode.TWIST:
-            return q, v
-        start = self.chain.forward(self.q)
-        for _ in range(TIP_SPEED_PASSES):
-            ratio = self._tip_speed_ratio(start, q, dt)
-            if ratio <= 1.0:
-                break
-            speeds = np.minimum(np.maximum(np.abs(v) / ratio, TIP_SPEED_FLOOR),
-                                self.chain.velocity)
-            q, v = self.stepper.step(self.q, self.v, goal, goal_v, dt, speeds, self._goal_in_task)
-        return q, v
-
-    def _tip_speed_ratio(self, start: FloatArray, q: FloatArray, dt: float) -> float:
-        """Return the tip's speed from pose ``start`` (4, 4) to joints ``q`` over dt, per limit."""
-        linear, angular = pose_error(start, self.chain.forward(q))
-        return max(linear / dt / self.config.max_linear_speed,
-                   angular / dt / self.config.max_angular_speed) / TIP_SPEED_SHARE
+    def _at_rest(self) -> bool:
+        return bool(np.all(self.v == 0.0))
 
     def _arrived(self, goal: FloatArray) -> bool:
         return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
@@ -754,7 +658,7 @@ class MotionTracker:
         goal, source = self._pose_goal(time, reference)
         if self.mode != Mode.TWIST:
             # After the pose's goal: a rest lifts when the goal held changes.
-            route = self._route_goal(time)
+            route = self.recovery.route_goal(self.goals, time, self.target, self.pole, self.q)
             if route is not None:
                 return route, None
         self._goal_in_task = True
@@ -827,7 +731,8 @@ def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
     tracker.q0 = chain.check_q(q0, 'q0').copy()
     # A stop under way goes on at the limits it had.
     tracker.stepper.a_max = old.stepper.a_max.copy()
-    tracker._use_accelerations(np.minimum(tracker.accelerations, old._a_cap))
+    tracker.stepper.use_accelerations(np.minimum(tracker.accelerations, old.stepper.a_cap),
+                                      tracker._at_rest())
     tracker._stop_first = old._stop_first
     tracker.set_pole(old.pole)
     return tracker
