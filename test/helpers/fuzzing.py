@@ -3,8 +3,27 @@
 """Fuzzing the node over DDS: hypothesis batches of bad messages, then a valid target."""
 
 from hypothesis import given, HealthCheck, settings
-from ik_node.bench.fuzz import FuzzSession, message_batches
+from hypothesis import strategies as st
+from ik_node.bench.fuzz import BASE, FuzzSession, ODD_FRAMES, SPECIAL, TINY
 from ros_helpers import unique_domain_id
+
+
+def message_batches(max_batch: int = 12):
+    """Hypothesis strategy: lists of (kind, frame, values, stamp, repeat)."""
+    number = st.one_of(st.sampled_from(SPECIAL), st.floats(-2.0, 2.0), st.floats(-2.0, 2.0),
+                       st.floats(allow_nan=True, allow_infinity=True))
+    tiny = st.sampled_from(TINY)
+    quaternion = st.one_of(st.tuples(*[number] * 4), st.tuples(*[tiny] * 4),
+                           st.tuples(*[st.floats(-1e3, 1e3)] * 4))
+    frame = st.one_of(st.sampled_from(['', BASE]), st.sampled_from(['', BASE]),
+                      st.sampled_from(ODD_FRAMES),
+                      st.text(max_size=12))
+    stamp = st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(0, 999_999_999))
+    pose = st.tuples(st.just('pose'), frame,
+                     st.builds(lambda p, q: p + q, st.tuples(*[number] * 3), quaternion), stamp,
+                     st.sampled_from([1, 1, 1, 5]))
+    pole = st.tuples(st.just('pole'), frame, st.tuples(*[number] * 3), stamp, st.just(1))
+    return st.lists(st.one_of(pose, pole), min_size=1, max_size=max_batch)
 
 
 def fuzz_then_reach(batches):

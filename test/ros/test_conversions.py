@@ -4,10 +4,11 @@
 
 import math
 
+from fuzzing import message_batches
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node.bench.fuzz import BASE, expected_reason, message_batches, raw_message, TIP
+from ik_node.bench.fuzz import BASE, draw_batch, expected_reason, raw_message, TIP
 from ik_node.core import rotations as rot
 from ik_node.core.model.chain import Chain
 from ik_node.ros.conversions import base_frame_only, check_point, check_target, check_twist, \
@@ -35,33 +36,51 @@ def frame_pose(frame):
     return reference_forward(XML, BASE, frame, dict(zip(CHAIN.joint_names, Q0)))
 
 
+def check_against_the_spec(kind, frame, values):
+    """Check one message as the node does; assert the spec's reason, or its output."""
+    msg = raw_message(kind, frame, values)
+    want = expected_reason(kind, frame, values)
+    try:
+        out = check_target(msg, RESOLVE) if kind == 'pose' else check_point(msg, RESOLVE)
+    except RejectedMessage as exc:
+        assert exc.reason == want, (values, str(exc))
+        return
+    assert want is None
+    frame = frame_pose(frame)
+    position = frame[:3, :3] @ np.array(values[:3]) + frame[:3, 3]
+    if kind == 'pose':
+        p, q = out
+        # Unit, finite, and the direction of the input (math.hypot does not overflow),
+        # turned into the base frame.
+        norm = math.hypot(*values[3:])
+        assert abs(float(q @ q) - 1.0) <= 1e-12
+        local = transforms3d.quaternions.quat2mat([values[6] / norm] + [
+            v / norm for v in values[3:6]])
+        np.testing.assert_allclose(rot.quaternion_to_matrix(q), frame[:3, :3] @ local,
+                                   atol=1e-12)
+        np.testing.assert_allclose(p, position, rtol=1e-12, atol=1e-12)
+    else:
+        np.testing.assert_allclose(out, position, rtol=1e-12, atol=1e-12)
+
+
 @settings(max_examples=300)
 @given(message_batches(max_batch=4))
 def test_checks_reject_exactly_what_the_spec_rejects(batch):
     for kind, frame, values, _, _ in batch:
-        msg = raw_message(kind, frame, values)
-        want = expected_reason(kind, frame, values)
-        try:
-            out = check_target(msg, RESOLVE) if kind == 'pose' else check_point(msg, RESOLVE)
-        except RejectedMessage as exc:
-            assert exc.reason == want, (values, str(exc))
-            continue
-        assert want is None
-        frame = frame_pose(frame)
-        position = frame[:3, :3] @ np.array(values[:3]) + frame[:3, 3]
-        if kind == 'pose':
-            p, q = out
-            # Unit, finite, and the direction of the input (math.hypot does not overflow),
-            # turned into the base frame.
-            norm = math.hypot(*values[3:])
-            assert abs(float(q @ q) - 1.0) <= 1e-12
-            local = transforms3d.quaternions.quat2mat([values[6] / norm] + [
-                v / norm for v in values[3:6]])
-            np.testing.assert_allclose(rot.quaternion_to_matrix(q), frame[:3, :3] @ local,
-                                       atol=1e-12)
-            np.testing.assert_allclose(p, position, rtol=1e-12, atol=1e-12)
-        else:
-            np.testing.assert_allclose(out, position, rtol=1e-12, atol=1e-12)
+        check_against_the_spec(kind, frame, values)
+
+
+def test_ik_bench_fuzz_draws_every_rejection_and_valid_messages_the_spec_agrees_on():
+    """`ik_bench fuzz` draws without hypothesis (a run-time dependency no more)."""
+    rng = np.random.default_rng(5)
+    reasons = set()
+    for _ in range(300):
+        for kind, frame, values, stamp, repeat in draw_batch(rng):
+            reasons.add(expected_reason(kind, frame, values))
+            check_against_the_spec(kind, frame, values)
+            assert kind in ('pose', 'pole') and repeat in (1, 5)
+            assert -2**31 <= stamp[0] < 2**31 and 0 <= stamp[1] < 10**9
+    assert reasons == {None, 'not_finite', 'absurd_position', 'zero_quaternion', 'wrong_frame'}
 
 
 @given(st.sampled_from([1.7e308, 1e300, 1e200, 1e-6]))
