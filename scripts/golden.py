@@ -100,7 +100,7 @@ def digest(arrays):
 def arms():
     """Return {name: (chain, q0)} of the bundled arms, q0 from their config (ur5e: UR5E_START)."""
     from ik_node import Chain
-    from ik_node.urdf import bundled_urdf
+    from ik_node.description.urdf import bundled_urdf
     import yaml
     out = {}
     for name in ('iiwa14', 'panda', 'ur5e', 'xarm7'):

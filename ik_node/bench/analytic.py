@@ -26,7 +26,7 @@ from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
 from ik_node.core.ik.closed_form.srs import AnalyticSRS
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.model.chain import Chain
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 
 WARM_UP = 2000

@@ -42,7 +42,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.motion.stream import CommandStream, controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.motion.worker import World
-from ik_node.urdf import bundled_file, bundled_urdf
+from ik_node.description.urdf import bundled_file, bundled_urdf
 import numpy as np
 
 HOME = {
@@ -59,7 +59,7 @@ CLEARANCE = MARGIN + 0.03   # obstacles keep this from the arm at home, m
 
 def arm_and_model(arm):
     """Return (chain, collision model) of a bundled arm."""
-    from ik_node.geometry import collision_model
+    from ik_node.description.geometry import collision_model
     file, base, tip = BUNDLED[arm]
     path = bundled_urdf(file)
     with open(path, encoding='utf-8') as handle:

@@ -21,7 +21,7 @@ from typing import List, Optional
 
 from ik_node.bench.common import machine_info, print_json, print_table, print_title
 from ik_node.core.ik.factory import make_solver
-from ik_node.urdf import chain_from_urdf_string, link_frames
+from ik_node.description.urdf import chain_from_urdf_string, link_frames
 import numpy as np
 
 # (file, base_link, tip_link): every chain a user of that robot would ask for.

@@ -24,7 +24,7 @@ from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 
 Q0 = np.array([0.1, 0.6, -0.1, -1.3, 0.2, 0.8, 0.3])

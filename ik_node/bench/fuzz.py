@@ -23,8 +23,8 @@ from typing import Dict, Optional
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import BASE, MonitoredNode, TIP
+from ik_node.description.urdf import bundled_urdf
 from ik_node.ros.process import free_domain
-from ik_node.urdf import bundled_urdf
 import numpy as np
 
 # Spec of the node's input checks (README, "Bad input"): a quaternion norm

@@ -22,7 +22,7 @@ from ik_node.core.ik.factory import make_solver
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.model.chain import Chain
 from ik_node.core.poses import pose_error
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 
 SUCCESS_POSITION_M = 1e-5

@@ -35,9 +35,9 @@ from ik_node.bench.common import machine_info, print_json, print_table
 from ik_node.bench.session import BASE, iiwa_arguments, Q_START, TIP
 from ik_node.core.model.chain import Chain
 from ik_node.core.warm import die_with_parent
+from ik_node.description.urdf import bundled_urdf
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import free_domain, NodeProcess
-from ik_node.urdf import bundled_urdf
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState

@@ -23,7 +23,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.warm import compile_kernels
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 
 # The node's period at its default publish_rate, s.
@@ -52,7 +52,7 @@ class Arm:
 
 def bundled(name: str) -> Arm:
     """Return a bundled arm at its config's start pose."""
-    from ik_node.geometry import collision_model
+    from ik_node.description.geometry import collision_model
     file, base, tip = BUNDLED[name]
     with open(bundled_urdf(file), encoding='utf-8') as handle:
         xml = handle.read()
@@ -64,7 +64,7 @@ def bundled(name: str) -> Arm:
 
 def from_corpus(file: str, base: str, tip: str, seed: int = 0) -> Arm:
     """Return a description of the corpus at a seeded pose within its limits (away from them)."""
-    from ik_node.geometry import collision_model
+    from ik_node.description.geometry import collision_model
     with open(corpus_path(file), encoding='utf-8') as handle:
         xml = handle.read()
     chain = Chain.from_urdf_string(xml, base, tip)

@@ -16,9 +16,9 @@ from typing import Dict, List, Optional, Tuple
 
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.core.model.chain import Chain
+from ik_node.description.urdf import bundled_urdf
 from ik_node.ros.conversions import matrix_to_pose
 from ik_node.ros.process import NodeProcess
-from ik_node.urdf import bundled_urdf
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState

@@ -18,8 +18,8 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 from ik_node.bench.common import machine_info, print_json, print_measures, print_title
 from ik_node.bench.session import iiwa_arguments
+from ik_node.description.urdf import bundled_urdf, chain_from_urdf_string, link_frames
 from ik_node.ros.process import free_domain, NodeProcess
-from ik_node.urdf import bundled_urdf, chain_from_urdf_string, link_frames
 import numpy as np
 from sensor_msgs.msg import JointState
 

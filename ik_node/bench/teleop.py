@@ -30,7 +30,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.motion.teleop import screw_translation
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.poses import pose_error
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 
 BUNDLED = {

@@ -9,7 +9,7 @@ command stream, feedback); ``errors``, ``rotations`` and ``poses`` (the pose
 containers and the pose error) serve them all.
 
 Nothing under this package imports rclpy, ROS message types, urdf_parser_py
-or the ik_node layers above it (urdf, ros, bench): ik_node.urdf registers
+or the ik_node layers above it (urdf, ros, bench): ik_node.description.urdf registers
 itself as the reader behind Chain.from_urdf_*. It runs with numpy alone;
 numba, when installed, compiles its kernels (tests enforce both).
 """

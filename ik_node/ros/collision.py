@@ -101,7 +101,7 @@ class CollisionSupport:
         if self.session is None:
             self._refuse('no_model', 'obstacles arrived before a robot model: ignored')
             return
-        from ik_node.geometry import obstacle_from_dict
+        from ik_node.description.geometry import obstacle_from_dict
         changed = False
         for marker in msg.markers:
             name = f'{marker.ns}/{marker.id}'

@@ -25,10 +25,10 @@ from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.paths import FAR_POSITION, figure_eight
 from ik_node.core.motion.tracker import TrackerConfig
-from ik_node.geometry import collision_model
+from ik_node.description.geometry import collision_model
+from ik_node.description.urdf import bundled_file, bundled_urdf
 from ik_node.ros.conversions import pose_msg
 from ik_node.ros.process import free_domain, NodeProcess
-from ik_node.urdf import bundled_file, bundled_urdf
 import numpy as np
 from sensor_msgs.msg import JointState
 from visualization_msgs.msg import Marker, MarkerArray

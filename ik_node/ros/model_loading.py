@@ -20,12 +20,12 @@ from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import controller_lead
 from ik_node.core.motion.tracker import MotionTracker
-from ik_node.geometry import collision_model, read_obstacles_file, read_srdf_pairs
+from ik_node.description.geometry import collision_model, read_obstacles_file, read_srdf_pairs
+from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.ros.collision import coal_available
 from ik_node.ros.diagnostics import model_summary
 from ik_node.ros.outputs import ENCODERS
 from ik_node.ros.parameters import initial_positions, joint_order, StartupError
-from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from std_msgs.msg import String
 
 # How long start-up waits for the kernels (a warm cache loads in ~0.7 s):

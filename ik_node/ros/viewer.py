@@ -10,7 +10,7 @@ description (``robot_description``, else ``urdf_path`` with
 restarted node or a changed description is drawn anew. It draws:
 
 - the robot's ``<visual>`` shapes and meshes in their colours
-  (:mod:`ik_node.visuals`), posed by the arm's joint states (the node's
+  (:mod:`ik_node.description.visuals`), posed by the arm's joint states (the node's
   ``joint_states``, or its ``feedback_topic`` on a real arm);
 - the target and (on arms whose solver uses one) the elbow pole as gizmos
   to drag: a drag publishes ``~/target_pose`` / ``~/pole_target`` of the
@@ -36,11 +36,11 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.core.collision.shapes import CollisionError
 from ik_node.core.rotations import matrix_to_quaternion
+from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
+from ik_node.description.visuals import load_visual_mesh, read_visuals
 from ik_node.ros.conversions import matrix_to_pose, pose_matrix, pose_to_matrix
 from ik_node.ros.handles import elbow_point, HandlePolicy, moved
 from ik_node.ros.spin import serve, StopRequest
-from ik_node.urdf import chain_from_urdf_string, link_frames, read_urdf_file
-from ik_node.visuals import load_visual_mesh, read_visuals
 import numpy as np
 import rclpy
 from rclpy.node import Node

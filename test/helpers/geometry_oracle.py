@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The tests' distances between solids: independent of ik_node.geometry and of coal.
+"""The tests' distances between solids: independent of ik_node.description.geometry and of coal.
 
 A robot description's ``<collision>`` primitives are read here with
 ElementTree and posed with the oracle's own forward kinematics

@@ -16,7 +16,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import controller_lead
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from ik_node.geometry import collision_model
+from ik_node.description.geometry import collision_model
 from models import ARMS, HOME
 import numpy as np
 from oracle import RawModel

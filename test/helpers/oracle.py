@@ -77,7 +77,7 @@ def twist_matrix(v, w):
 class RawModel:
     """A robot description read straight from its XML, for link poses (another reader).
 
-    Only xml.etree and transforms3d: none of urdf_parser_py, ik_node.urdf or
+    Only xml.etree and transforms3d: none of urdf_parser_py, ik_node.description.urdf or
     the chain's tables. ``pose(base, link, values)`` walks the tree from the
     base up to the common ancestor and down to the link, composing each
     joint's origin (rpy as URDF defines it: fixed-axis roll, pitch, yaw) and

@@ -45,14 +45,14 @@ def test_core_imports_and_runs_without_ros_or_urdf_libraries():
 # Each layer may import only the layers below it (doc/development.md, Layout): module prefix
 # -> the ik_node modules it must not import. Inside the core the folders follow
 # the data flow: kernels (everything numba compiles) -> model -> ik -> motion.
-ABOVE_THE_CORE = ('ik_node.urdf', 'ik_node.ros', 'ik_node.bench')
+ABOVE_THE_CORE = ('ik_node.description', 'ik_node.ros', 'ik_node.bench')
 LAYERS = {
     'ik_node.core': ABOVE_THE_CORE,
     'ik_node.core.kernels': ('ik_node.core.model', 'ik_node.core.ik', 'ik_node.core.motion',
                              'ik_node.core.rotations', 'ik_node.core.warm'),
     'ik_node.core.model': ('ik_node.core.ik', 'ik_node.core.motion', 'ik_node.core.warm'),
     'ik_node.core.ik': ('ik_node.core.motion', 'ik_node.core.warm'),
-    'ik_node.urdf': ('ik_node.ros', 'ik_node.bench'),
+    'ik_node.description': ('ik_node.ros', 'ik_node.bench'),
     'ik_node.ros': ('ik_node.bench',),
 }
 
@@ -87,8 +87,8 @@ def test_imports_point_down_the_layers_only():
 
 def test_the_layer_check_sees_a_violation(tmp_path):
     bad = tmp_path / 'bad.py'
-    bad.write_text('def f():\n    from ik_node.urdf import chain_from_urdf_file\n')
-    assert 'ik_node.urdf' in imports_of(bad)
+    bad.write_text('def f():\n    from ik_node.description.urdf import chain_from_urdf_file\n')
+    assert 'ik_node.description.urdf' in imports_of(bad)
 
 
 def test_the_package_has_no_import_cycle():

@@ -48,7 +48,7 @@ FIRST_STATE_TIMEOUT_S = 180.0
 
 def iiwa14_joint_names():
     """Joint names of the bundled iiwa14 chain, read from its URDF."""
-    from ik_node.urdf import chain_from_urdf_file
+    from ik_node.description.urdf import chain_from_urdf_file
     return chain_from_urdf_file(str(ROOT / 'urdf' / 'iiwa14.urdf'), 'iiwa_link_0',
                                 'tool0').joint_names
 

@@ -276,7 +276,7 @@ def test_the_target_example_names_each_robots_base_frame_and_each_reaches_it():
     """The `ros2 topic pub` pose, in the frame the README gives per robot, is solvable by each."""
     from ik_node.core.rotations import quaternion_to_matrix
     from ik_node.core.ik.factory import make_solver
-    from ik_node.urdf import bundled_urdf, chain_from_urdf_file
+    from ik_node.description.urdf import bundled_urdf, chain_from_urdf_file
     import numpy as np
     text = README.read_text(encoding='utf-8')
     named = {robot: frame for frame, robot in

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from ik_node.bench.fuzz import BASE, draw_batch, expected_reason, raw_message, TIP
 from ik_node.core import rotations as rot
 from ik_node.core.model.chain import Chain
+from ik_node.description.urdf import bundled_urdf, link_frames
 from ik_node.ros.conversions import base_frame_only, check_point, check_target, check_twist, \
     frames_at, matrix_to_pose, pose_to_matrix, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
-from ik_node.urdf import bundled_urdf, link_frames
 from models import reference_forward
 import numpy as np
 import pytest

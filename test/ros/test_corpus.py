@@ -14,7 +14,7 @@ ik_node's parser or tables.
 from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from ik_node.urdf import chain_from_urdf_string, link_frames
+from ik_node.description.urdf import chain_from_urdf_string, link_frames
 from models import URDF_CORPUS
 import numpy as np
 from oracle import RawModel

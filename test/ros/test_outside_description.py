@@ -37,8 +37,8 @@ from ik_node.core.ik.factory import make_solver  # noqa: E402
 from ik_node.core.motion.session import MotionSession  # noqa: E402
 from ik_node.core.motion.stream import controller_lead  # noqa: E402
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig  # noqa: E402
-from ik_node.geometry import collision_model, read_srdf_pairs  # noqa: E402
-from ik_node.urdf import chain_from_urdf_string, link_frames  # noqa: E402
+from ik_node.description.geometry import collision_model, read_srdf_pairs  # noqa: E402
+from ik_node.description.urdf import chain_from_urdf_string, link_frames  # noqa: E402
 
 
 def _locate():
@@ -370,7 +370,7 @@ def test_the_bundled_panda_collides_with_frankas_own_meshes():
     and the model reads every one (source tree: no install needed) as a mesh
     with as many vertices as the test's own reader finds.
     """
-    from ik_node.geometry import collision_model
+    from ik_node.description.geometry import collision_model
     from models import ARMS, HOME
     path, base, tip = ARMS['panda']
     xml = path.read_text()
@@ -431,7 +431,7 @@ def test_the_bundled_xarm7_collides_with_ufactorys_meshes_where_ufactory_puts_th
 def test_its_visual_meshes_are_read_for_the_viewer():
     """Its visuals are COLLADA files (trimesh alone needs pycollada): every one is read."""
     pytest.importorskip('trimesh', reason='trimesh (a dependency of viser) reads the meshes')
-    from ik_node.visuals import load_visual_mesh, read_visuals
+    from ik_node.description.visuals import load_visual_mesh, read_visuals
     xml, chain, _ = panda()
     visuals, skipped = read_visuals(xml, MODEL['frames'])
     assert skipped == []

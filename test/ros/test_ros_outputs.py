@@ -110,7 +110,7 @@ def test_diagnostics_say_reachable_but_in_collision_and_name_the_pair():
     pytest.importorskip('coal', reason='coal is not installed: collision is off without it')
     from ik_node.core.collision.guard import CollisionGuard
     from ik_node.core.collision.shapes import checked_shape
-    from ik_node.geometry import collision_model
+    from ik_node.description.geometry import collision_model
     from models import ARMS
     chain, _, q0 = CHAINS['iiwa14']
     model, _ = collision_model(ARMS['iiwa14'][0].read_text(), chain, home=q0)

@@ -280,7 +280,7 @@ def simulate_limits(arm):
     """Return the (lower, upper) joint limits of a simulated arm."""
     from ik_node import Chain
     from ik_node.bench.hardware import ARMS
-    from ik_node.urdf import bundled_urdf
+    from ik_node.description.urdf import bundled_urdf
     urdf, base, tip = ARMS[arm][:3]
     chain = Chain.from_urdf_file(bundled_urdf(urdf), base, tip)
     return chain.lower, chain.upper

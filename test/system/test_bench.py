@@ -55,7 +55,7 @@ def test_ik_benchmark_counts_only_answers_on_target_and_within_limits():
     # The benchmark's verdict, checked with the tests' own FK (oracle.py).
     from ik_node.bench.ik import BUNDLED, run_solver
     from ik_node.core.model.chain import Chain
-    from ik_node.urdf import bundled_urdf
+    from ik_node.description.urdf import bundled_urdf
     import numpy as np
     from oracle import pose_errors
     file, base, tip = BUNDLED['ur5e']

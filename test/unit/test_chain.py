@@ -9,7 +9,7 @@ from ik_node import Chain
 from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError
-from ik_node.urdf import chain_from_urdf_string
+from ik_node.description.urdf import chain_from_urdf_string
 from models import ARMS, MIXED_URDF, random_q, reference_forward, URDF_CORPUS
 import numpy as np
 import pytest

@@ -26,8 +26,9 @@ from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
 from ik_node.core.collision.model import CollisionModel, known_floors, never_checked  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape, CollisionError  # noqa: E402
 from ik_node.core.model.chain import Chain  # noqa: E402
-from ik_node.geometry import collision_model, link_tree, obstacle_from_dict  # noqa: E402
-from ik_node.urdf import link_frames  # noqa: E402
+from ik_node.description.geometry import collision_model, link_tree, \
+    obstacle_from_dict  # noqa: E402
+from ik_node.description.urdf import link_frames  # noqa: E402
 
 # Pairs closer than this (m) are compared with the oracle.
 NEAR = 0.3

@@ -202,7 +202,7 @@ from ik_node.core.kernels import compile as compiled, follow as compiled_follow
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.core.warm import compile_kernels
-from ik_node.geometry import collision_model
+from ik_node.description.geometry import collision_model
 xml = open(sys.argv[1], encoding='utf-8').read()
 chain = Chain.from_urdf_string(xml, sys.argv[2], sys.argv[3])
 q = chain.mid_limits()

@@ -4,8 +4,8 @@
 
 from hypothesis import given, settings, strategies as st
 from ik_node.core.model.frames import FrameError
-import ik_node.urdf
-from ik_node.urdf import bundled_urdf, chain_from_urdf_string, link_frames
+import ik_node.description.urdf
+from ik_node.description.urdf import bundled_urdf, chain_from_urdf_string, link_frames
 import numpy as np
 import pytest
 
@@ -72,12 +72,12 @@ def test_resolving_every_link_takes_work_linear_in_the_links(monkeypatch, deep, 
     """Joint conversions counted: at most a few per link (1,000 in a row took N^2 / 2)."""
     calls = {'joint': 0, 'origin': 0}
     for name in calls:
-        original = getattr(ik_node.urdf, f'_{name}')
+        original = getattr(ik_node.description.urdf, f'_{name}')
 
         def counted(*args, name=name, original=original):
             calls[name] += 1
             return original(*args)
-        monkeypatch.setattr(ik_node.urdf, f'_{name}', counted)
+        monkeypatch.setattr(ik_node.description.urdf, f'_{name}', counted)
     xml = description(deep, star)
     frames = link_frames(xml, chain_from_urdf_string(xml, BASE, TIP))
     links = deep + star + 12   # + the iiwa14's 10 links, the finger and its pad
@@ -147,5 +147,5 @@ def test_a_malformed_joint_beside_the_chain_refuses_its_links_not_the_model():
     assert "joint 'camera_mount': origin xyz/rpy must be 3 finite numbers" in refused['camera']
     assert refused['finger_pad'] == refused['finger']
     assert 'iiwa_link_4' in frames.names() and TIP in frames.names()
-    with pytest.raises(ik_node.urdf.UrdfError, match='camera_mount'):
+    with pytest.raises(ik_node.description.urdf.UrdfError, match='camera_mount'):
         chain_from_urdf_string(xml, BASE, 'camera')

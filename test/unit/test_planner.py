@@ -35,7 +35,7 @@ from ik_node.core.model.chain import Chain  # noqa: E402
 from ik_node.core.motion.arrival import Verdict  # noqa: E402
 from ik_node.core.motion.route import MAX_PLANS, Recovery, Rest  # noqa: E402
 from ik_node.core.motion.worker import Answer  # noqa: E402
-from ik_node.geometry import collision_model  # noqa: E402
+from ik_node.description.geometry import collision_model  # noqa: E402
 
 MARGIN = 0.01
 LIBRARIES = ['own'] + (['ompl'] if ompl_available() else [])

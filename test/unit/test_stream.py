@@ -9,7 +9,7 @@ from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.stream import CATCH_UP_S, CommandStream
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 import numpy as np
 import pytest
 

@@ -3,7 +3,7 @@
 """Malformed robot models: each gives a ModelError naming the problem."""
 
 from ik_node import Chain, IKError, ModelError
-import ik_node.urdf
+import ik_node.description.urdf
 import pytest
 from urdf_cases import CASES, CORPUS, ROOT, XACRO
 
@@ -56,7 +56,7 @@ def test_unreadable_inputs():
         Chain.from_urdf_string('   ', 'a', 'b')
     with pytest.raises(ModelError, match='expected text, received int'):
         Chain.from_urdf_string(42, 'a', 'b')
-    assert issubclass(ik_node.urdf.UrdfError, IKError)
+    assert issubclass(ik_node.description.urdf.UrdfError, IKError)
 
 
 # -- xacro files and mesh URIs ---------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_a_xacro_file_is_expanded_and_its_meshes_are_never_opened(tmp_path):
     for q in ([0.0, 0.0], [0.3, -1.1], [-1.7, 1.9]):
         assert abs(chain.forward(q) - plain.forward(q)).max() < 1e-15
     # Arguments as on xacro's command line.
-    text = ik_node.urdf.read_urdf_file(str(path), ['prefix:=left_'])
+    text = ik_node.description.urdf.read_urdf_file(str(path), ['prefix:=left_'])
     assert Chain.from_urdf_string(text, 'left_base', 'left_tool').joint_names == \
         ['left_shoulder', 'left_elbow']
     assert 'package://no_such_package/meshes/base.stl' in text   # kept as text, not fetched
@@ -107,14 +107,14 @@ def test_xacro_arguments_must_be_name_value_and_only_for_xacro_files(tmp_path):
     xacro_file.write_text(XACRO)
     urdf_file.write_text(PLAIN)
     with pytest.raises(ModelError, match="xacro argument 'prefix': expected name:=value"):
-        ik_node.urdf.read_urdf_file(str(xacro_file), ['prefix'])
+        ik_node.description.urdf.read_urdf_file(str(xacro_file), ['prefix'])
     with pytest.raises(ModelError, match='not a .xacro file'):
-        ik_node.urdf.read_urdf_file(str(urdf_file), ['prefix:=a'])
+        ik_node.description.urdf.read_urdf_file(str(urdf_file), ['prefix:=a'])
 
 
 def test_bundled_files_are_found_and_a_missing_one_is_named():
     """bundled_file: the shipped URDFs and configs resolve; a missing file's error names it."""
-    from ik_node.urdf import bundled_file, bundled_urdf
+    from ik_node.description.urdf import bundled_file, bundled_urdf
     assert bundled_urdf('panda.urdf') == bundled_file('urdf/panda.urdf')
     with open(bundled_file('config/obstacles/floor.yaml'), encoding='utf-8') as handle:
         assert 'halfspace' in handle.read()

@@ -10,8 +10,8 @@ import math
 
 from geometry_oracle import read_stl
 from ik_node.core.model.chain import Chain
-from ik_node.urdf import link_frames
-from ik_node.visuals import GREY, load_visual_mesh, read_visuals
+from ik_node.description.urdf import link_frames
+from ik_node.description.visuals import GREY, load_visual_mesh, read_visuals
 from lxml import etree
 from models import ARMS
 import numpy as np

@@ -18,7 +18,7 @@ from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.motion.worker import DeferredWorker, ImmediateWorker, Question, \
     ThreadWorker, twin_solver
-from ik_node.urdf import bundled_urdf
+from ik_node.description.urdf import bundled_urdf
 from models import TEST
 import numpy as np
 import pytest

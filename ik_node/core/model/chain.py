@@ -404,16 +404,16 @@ class Chain:
         return _urdf_reader().from_file(path, base_link, tip_link)
 
 
-# The URDF reader lives above the core (ik_node/urdf.py, the only importer of
+# The URDF reader lives above the core (ik_node/description/urdf.py, the only importer of
 # urdf_parser_py) and registers itself here when it is imported. The core
 # imports nothing from the layers above it: Chain.from_urdf_* look the reader
 # up by its module name when none is registered yet (URDF_READER_MODULE).
-URDF_READER_MODULE = 'ik_node.urdf'
+URDF_READER_MODULE = 'ik_node.description.urdf'
 _URDF_READERS: list = []
 
 
 class _UrdfReader:
-    """The two functions of a URDF reader (registered by ik_node.urdf)."""
+    """The two functions of a URDF reader (registered by ik_node.description.urdf)."""
 
     def __init__(self, from_string, from_file):
         self.from_string, self.from_file = from_string, from_file

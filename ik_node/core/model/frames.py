@@ -7,7 +7,7 @@ description. A link is either static in the base frame (only fixed joints
 between them: a world or table link above the base, a camera bolted to the
 base) or moved by the chain's own joints (a link of the arm, a tool frame);
 a link that other joints move (a gripper finger, another arm) has no pose
-ik_node can know and is refused with the reason. ``ik_node.urdf.link_frames``
+ik_node can know and is refused with the reason. ``ik_node.description.urdf.link_frames``
 builds this from the URDF; nothing here parses anything.
 """
 

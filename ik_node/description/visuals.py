@@ -16,7 +16,7 @@ from typing import Dict, List, Tuple
 
 from ik_node.core.collision.shapes import CollisionError, load_mesh_triangles
 from ik_node.core.model.frames import LinkFrames
-from ik_node.geometry import link_tree, MeshResolver, parse_numbers, read_geometry, \
+from ik_node.description.geometry import link_tree, MeshResolver, parse_numbers, read_geometry, \
     resolve_mesh_uri
 import numpy as np
 
@@ -80,7 +80,7 @@ def read_visuals(xml: str, frames: LinkFrames,
 
     Args:
         xml: the URDF text.
-        frames: the links placed in the chain's base frame (ik_node.urdf.link_frames).
+        frames: the links placed in the chain's base frame (ik_node.description.urdf.link_frames).
         resolve: mesh URI -> file path.
 
     """

@@ -395,8 +395,8 @@ def bundled_file(relative: str) -> str:
         FileNotFoundError: naming the places looked in.
 
     """
-    candidates = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               relative)]
+    source_tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    candidates = [os.path.join(source_tree, relative)]
     try:
         from ament_index_python.packages import get_package_share_directory
         candidates.append(os.path.join(get_package_share_directory('ik_node'), relative))

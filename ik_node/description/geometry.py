@@ -40,7 +40,7 @@ from ik_node.core.collision.shapes import checked_shape, CollisionError, load_me
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import FrameError, LinkFrames
 from ik_node.core.rotations import quaternion_to_matrix, ypr_to_matrix
-from ik_node.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
+from ik_node.description.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
 import numpy as np
 
 MeshResolver = Callable[[str], str]
