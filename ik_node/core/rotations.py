@@ -25,21 +25,19 @@ starting with an underscore are the unchecked fast twins for inner loops and
 assume unit-norm, finite input of the right shape.
 """
 
-import math
 from typing import Tuple
 
 from ik_node.core.errors import InvalidInputError, ZeroNormError
 from ik_node.core.kernels import base as kernels
-from ik_node.core.kernels.base import DEXP_SERIES_BELOW, EXP_SERIES_BELOW, LOG_SERIES_BELOW, \
-    ORTHONORMAL_TOL
+from ik_node.core.kernels.base import DEXP_SERIES_BELOW, EXP_SERIES_BELOW, LOG_SERIES_BELOW
+# What is checked at the public edge (also reached from here: rotations.check_quaternion).
+from ik_node.core.rotation_inputs import as_float_array, check_quaternion, \
+    check_rotation_matrix, check_vector3, MIN_QUAT_NORM, single_floats, \
+    single_rotation_matrix, single_unit_quaternion
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-
-# A quaternion shorter than this has no meaningful direction: its rounding
-# noise (~1e-16 per component) would be amplified past 1e-10 by normalising.
-MIN_QUAT_NORM = 1e-6
 
 # The series thresholds of log, exp and d exp / d u, and the orthonormality
 # tolerance, are the kernels' (ik_node.core.kernels.base, where each is explained):
@@ -50,132 +48,6 @@ MIN_QUAT_NORM = 1e-6
 # (|dot| above 1 - 1e-12 means an angle below ~1.4e-6 rad), where
 # sin(angle) would be divided by a number near zero.
 SLERP_LINEAR_ABOVE = 1.0 - 1e-12
-
-
-# ---------------------------------------------------------------------------
-# Validation at the public edge
-# ---------------------------------------------------------------------------
-
-def _as_float_array(value, name: str, last_shape: Tuple[int, ...]) -> FloatArray:
-    """Return ``value`` as float64 with trailing shape ``last_shape``, finite."""
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(
-            f'{name}: expected an array of numbers with trailing shape {last_shape}, '
-            f'received {type(value).__name__} ({exc})') from None
-    k = len(last_shape)
-    if arr.ndim < k or arr.shape[arr.ndim - k:] != last_shape:
-        raise InvalidInputError(
-            f'{name}: expected trailing shape {last_shape}, received shape {arr.shape}')
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f'{name}: expected finite numbers, received NaN or inf')
-    return arr
-
-
-def check_quaternion(q, name: str = 'q') -> FloatArray:
-    """Validate and normalise quaternion(s).
-
-    Args:
-        q: (..., 4) quaternion(s), (x, y, z, w), any non-zero norm.
-        name: argument name used in error messages.
-
-    Returns:
-        (..., 4) float64 unit quaternion(s) (a new array).
-
-    Raises:
-        InvalidInputError: wrong shape or non-finite values.
-        ZeroNormError: a norm below ``MIN_QUAT_NORM``.
-
-    """
-    arr = _as_float_array(q, name, (4,))
-    norm = np.linalg.norm(arr, axis=-1, keepdims=True)
-    if np.any(norm < MIN_QUAT_NORM):
-        smallest = float(np.min(norm))
-        raise ZeroNormError(
-            f'{name}: quaternion norm {smallest:.3g} is below {MIN_QUAT_NORM:g}; '
-            'a rotation needs a non-zero quaternion (x, y, z, w)')
-    return arr / norm
-
-
-def check_vector3(v, name: str = 'v') -> FloatArray:
-    """Validate (..., 3) finite vector(s); returns a float64 array."""
-    return _as_float_array(v, name, (3,))
-
-
-def check_rotation_matrix(matrix, name: str = 'R') -> FloatArray:
-    """Validate (..., 3, 3) rotation matrices (orthonormal, determinant +1).
-
-    Raises:
-        InvalidInputError: wrong shape, non-finite, not orthonormal to
-            ``ORTHONORMAL_TOL`` or a reflection (determinant -1).
-
-    """
-    arr = _as_float_array(matrix, name, (3, 3))
-    gram = np.matmul(np.swapaxes(arr, -1, -2), arr)
-    gram -= np.eye(3)
-    err = np.max(np.abs(gram), axis=(-2, -1), initial=0.0)
-    if np.any(err > ORTHONORMAL_TOL):
-        raise InvalidInputError(
-            f'{name}: expected an orthonormal rotation matrix, max |R^T R - I| is '
-            f'{float(np.max(err)):.3g} (tolerance {ORTHONORMAL_TOL:g})')
-    # det = r0 . (r1 x r2), elementwise (np.linalg.det is 10x slower here).
-    r0, r1, r2 = arr[..., 0, :], arr[..., 1, :], arr[..., 2, :]
-    det = (r0[..., 0] * (r1[..., 1] * r2[..., 2] - r1[..., 2] * r2[..., 1])
-           + r0[..., 1] * (r1[..., 2] * r2[..., 0] - r1[..., 0] * r2[..., 2])
-           + r0[..., 2] * (r1[..., 0] * r2[..., 1] - r1[..., 1] * r2[..., 0]))
-    if np.any(det < 0.0):
-        raise InvalidInputError(f'{name}: determinant is -1, a reflection, not a rotation')
-    return arr
-
-
-# ---------------------------------------------------------------------------
-# Single-element fast paths
-# ---------------------------------------------------------------------------
-# A numpy call on a 3- or 4-element array costs about a microsecond, so a
-# single rotation pushed through the vectorised kernels costs 20-150 us. The
-# public functions therefore send one quaternion / vector / matrix through
-# the plain-float kernels below (about 1 us) and batches through numpy.
-# Both paths are pinned to each other by a property test.
-
-def _single_floats(value, n: int):
-    """Return ``value`` as a list of n finite floats if it is one n-vector, else None.
-
-    None also for anything invalid, so that the vectorised path raises the
-    detailed error.
-    """
-    if isinstance(value, np.ndarray):
-        if value.shape != (n,):
-            return None
-        vals = value.tolist()
-    elif isinstance(value, (list, tuple)) and len(value) == n:
-        vals = list(value)
-    else:
-        return None
-    for v in vals:
-        if not isinstance(v, (float, int)) or isinstance(v, bool) or not math.isfinite(v):
-            return None
-    return vals
-
-
-def _single_unit_quaternion(value):
-    """Return one valid quaternion normalised as 4 floats, else None."""
-    vals = _single_floats(value, 4)
-    if vals is None:
-        return None
-    x, y, z, w = vals
-    norm = math.sqrt(x * x + y * y + z * z + w * w)
-    if norm < MIN_QUAT_NORM:
-        return None
-    return x / norm, y / norm, z / norm, w / norm
-
-
-def _single_rotation_matrix(value):
-    """Return one valid rotation matrix as a row-major 9-list, else None."""
-    if not isinstance(value, np.ndarray) or value.shape != (3, 3) or value.dtype != np.float64:
-        return None
-    m = value.ravel().tolist()
-    return m if kernels.is_rotation(m, ORTHONORMAL_TOL) else None
 
 
 # ---------------------------------------------------------------------------
@@ -204,15 +76,15 @@ def multiply(a, b) -> FloatArray:
         (..., 4) product.
 
     """
-    sa, sb = _single_floats(a, 4), _single_floats(b, 4)
+    sa, sb = single_floats(a, 4), single_floats(b, 4)
     if sa is not None and sb is not None:
         return np.array(kernels.quat_multiply(*sa, *sb))
-    return _multiply(_as_float_array(a, 'a', (4,)), _as_float_array(b, 'b', (4,)))
+    return _multiply(as_float_array(a, 'a', (4,)), as_float_array(b, 'b', (4,)))
 
 
 def conjugate(q) -> FloatArray:
     """Conjugate (..., 4) quaternion(s): negate x, y and z, keep w."""
-    arr = _as_float_array(q, 'q', (4,))
+    arr = as_float_array(q, 'q', (4,))
     return arr * np.array([-1.0, -1.0, -1.0, 1.0])
 
 
@@ -223,7 +95,7 @@ def inverse(q) -> FloatArray:
         ZeroNormError: |q| below ``MIN_QUAT_NORM``.
 
     """
-    arr = _as_float_array(q, 'q', (4,))
+    arr = as_float_array(q, 'q', (4,))
     norm_sq = np.sum(arr * arr, axis=-1, keepdims=True)
     if np.any(norm_sq < MIN_QUAT_NORM ** 2):
         raise ZeroNormError('q: cannot invert a quaternion of norm below '
@@ -233,7 +105,7 @@ def inverse(q) -> FloatArray:
 
 def normalize(q) -> FloatArray:
     """Return q / |q| for (..., 4) quaternion(s); raises ZeroNormError near 0."""
-    single = _single_unit_quaternion(q)
+    single = single_unit_quaternion(q)
     if single is not None:
         return np.array(single)
     return check_quaternion(q)
@@ -257,7 +129,7 @@ def rotate(q, v) -> FloatArray:
         (..., 3) rotated vector(s), equal to ``quaternion_to_matrix(q) @ v``.
 
     """
-    sq, sv = _single_unit_quaternion(q), _single_floats(v, 3)
+    sq, sv = single_unit_quaternion(q), single_floats(v, 3)
     if sq is not None and sv is not None:
         return np.array(kernels.quat_rotate(*sq, *sv))
     return _rotate(check_quaternion(q), check_vector3(v))
@@ -295,7 +167,7 @@ def quaternion_to_matrix(q) -> FloatArray:
         (..., 3, 3) rotation matrices acting on column vectors.
 
     """
-    single = _single_unit_quaternion(q)
+    single = single_unit_quaternion(q)
     if single is not None:
         return np.array(kernels.quat_to_matrix(*single)).reshape(3, 3)
     return _to_matrix(check_quaternion(q))
@@ -341,7 +213,7 @@ def matrix_to_quaternion(matrix) -> FloatArray:
         (..., 4) unit quaternions (x, y, z, w) with w >= 0.
 
     """
-    single = _single_rotation_matrix(matrix)
+    single = single_rotation_matrix(matrix)
     if single is not None:
         return np.array(kernels.quat_from_matrix(single))
     return _from_matrix(check_rotation_matrix(matrix, 'matrix'))
@@ -389,7 +261,7 @@ def axis_angle_to_quaternion(axis, angle) -> FloatArray:
 
     """
     ax = check_vector3(axis, 'axis')
-    ang = _as_float_array(angle, 'angle', ())
+    ang = as_float_array(angle, 'angle', ())
     length = np.linalg.norm(ax, axis=-1, keepdims=True)
     if np.any(length < MIN_QUAT_NORM):
         raise ZeroNormError(f'axis: length {float(np.min(length)):.3g} is too small '
@@ -424,7 +296,7 @@ def exp(u) -> FloatArray:
         (..., 4) unit quaternion(s) (x, y, z, w).
 
     """
-    single = _single_floats(u, 3)
+    single = single_floats(u, 3)
     if single is not None:
         return np.array(kernels.quat_exp(*single))
     return _exp(check_vector3(u, 'u'))
@@ -470,7 +342,7 @@ def log(q) -> FloatArray:
         rotation vector (axis times angle, radians).
 
     """
-    single = _single_unit_quaternion(q)
+    single = single_unit_quaternion(q)
     if single is not None:
         return np.array(kernels.quat_log(*single))
     return _log(check_quaternion(q))
@@ -509,7 +381,7 @@ def dexp(u) -> FloatArray:
         column j is u[j].
 
     """
-    single = _single_floats(u, 3)
+    single = single_floats(u, 3)
     if single is not None:
         return np.array(kernels.quat_dexp(*single))
     return _dexp(check_vector3(u, 'u'))
@@ -567,7 +439,7 @@ def slerp(q0, q1, t) -> FloatArray:
     """
     a = check_quaternion(q0, 'q0')
     b = check_quaternion(q1, 'q1')
-    tt = _as_float_array(t, 't', ())[..., None]
+    tt = as_float_array(t, 't', ())[..., None]
     dot = np.sum(a * b, axis=-1, keepdims=True)
     b = np.where(dot < 0.0, -b, b)
     dot = np.abs(dot)
@@ -606,7 +478,7 @@ def integrate_angular_velocity(q, omega, dt: float, frame: str = 'world',
     if method not in ('exact', 'first_order'):
         raise InvalidInputError(
             f"method: expected 'exact' or 'first_order', received {method!r}")
-    step_s = float(_as_float_array(dt, 'dt', ()))
+    step_s = float(as_float_array(dt, 'dt', ()))
     qn = check_quaternion(q)
     half = 0.5 * step_s * check_vector3(omega, 'omega')
     if method == 'exact':
@@ -636,9 +508,9 @@ def ypr_to_matrix(yaw, pitch, roll) -> FloatArray:
         (..., 3, 3) rotation matrices.
 
     """
-    y = _as_float_array(yaw, 'yaw', ())
-    p = _as_float_array(pitch, 'pitch', ())
-    r = _as_float_array(roll, 'roll', ())
+    y = as_float_array(yaw, 'yaw', ())
+    p = as_float_array(pitch, 'pitch', ())
+    r = as_float_array(roll, 'roll', ())
     y, p, r = np.broadcast_arrays(y, p, r)
     cy, sy, cp, sp, cr, sr = np.cos(y), np.sin(y), np.cos(p), np.sin(p), np.cos(r), np.sin(r)
     out = np.empty(y.shape + (3, 3))

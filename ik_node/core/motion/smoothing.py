@@ -23,6 +23,7 @@ from typing import Optional
 
 from ik_node.core import rotations as rot
 from ik_node.core.kernels import base as kernels
+from ik_node.core.rotation_inputs import single_unit_quaternion
 import numpy as np
 import numpy.typing as npt
 
@@ -92,7 +93,7 @@ def segment_keys(q_from, q_to, q_pre, q_post) -> Optional[tuple]:
     (4,) quaternions (x, y, z, w), normalised first as it does; None when one
     is not a single valid quaternion (then call it: it raises the reason).
     """
-    singles = [rot._single_unit_quaternion(q) for q in (q_from, q_to, q_pre, q_post)]
+    singles = [single_unit_quaternion(q) for q in (q_from, q_to, q_pre, q_post)]
     if any(v is None for v in singles):
         return None
     return spherical_keys(*singles)
@@ -212,7 +213,7 @@ def spherical_cubic_interpolate_in_time(q_from, q_to, q_pre, q_post, weight, to_
         (..., 4) unit quaternions; the rotation equals Godot's result.
 
     """
-    singles = [rot._single_unit_quaternion(q) for q in (q_from, q_to, q_pre, q_post)]
+    singles = [single_unit_quaternion(q) for q in (q_from, q_to, q_pre, q_post)]
     if all(np.ndim(v) == 0 for v in (weight, to_t, pre_t, post_t)):
         sf, st, spre, spost = singles
         if sf is not None and st is not None and spre is not None and spost is not None:
