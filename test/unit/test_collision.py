@@ -691,7 +691,7 @@ def test_the_library_chosen_gives_the_known_distances_of_the_comparison():
     2.236 m for two unit cubes 2 m apart and crashes on a half-space.
     """
     pytest.importorskip('fcl', reason='python-fcl is not installed (the comparison skips)')
-    from ik_node.bench.collision import known_answers
+    from ik_node.bench.collision_fcl import known_answers
     rows = known_answers()
     assert len(rows) == 4
     for case, exact, ours, _ in rows:
