@@ -320,7 +320,7 @@ def test_solve_batch_matches_single_solves_and_flags_invalid_rows(backend):
 def test_compiled_pose_check_agrees_with_check_pose(seed, kind):
     from ik_node.core.kernels.compile import K
     from ik_node.core.ik.base import check_pose
-    from ik_node.core.rotations import ORTHONORMAL_TOL
+    from ik_node.core.kernels.base import ORTHONORMAL_TOL
     pose = CHAIN.forward(random_q(np.random.default_rng(seed)))
     if kind == 'nan':
         pose[1, 2] = np.nan

@@ -25,13 +25,10 @@ rotation R_04^T R_06 = Rot(w5, q5) Rot(w6, q6) (one). 2 elbow x 2 root x 2
 shoulder = 8 branches per q7; the Panda's elbow limits leave one elbow sign.
 
 The model ``m`` is the SRS kernels' tuple (their fields, AXES ... REACH_HIGH,
-read as m[FIELD]; srs_kernels.elbow_part applies as it is) but for one slot:
-POINT7_IN_TIP, a point on axis 7 in the tip frame, where the SRS model has its
-wrist centre (elbow_part does not read it); and four fields more:
-AXIS7_IN_TIP (axis 7's direction in the tip frame, 3), WRIST_FROM_POINT7 (W0
-minus that point, tip frame, 3), NORMAL_TO_AXIS6 (a unit vector normal to w6,
-3), AXIS5_DOT_AXIS6 (w5 . w6). A branch is (elbow, shoulder, root) signs,
-rows in BRANCHES order (row 4 i_e + 2 i_s + i_r), as on the SRS arm.
+read as m[FIELD]; srs_kernels.elbow_part applies as it is) with the fields of
+the constants below (POINT7_IN_TIP in the SRS wrist centre's slot, which
+elbow_part does not read). A branch is (elbow, shoulder, root) signs, rows in
+BRANCHES order (row 4 i_e + 2 i_s + i_r), as on the SRS arm.
 """
 
 import math
