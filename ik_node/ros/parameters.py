@@ -7,7 +7,7 @@ an array with no default (empty). ``fixed``: only at start-up (it shapes the
 interfaces or the model); the others apply at run time.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.model.chain import Chain
@@ -29,7 +29,14 @@ STRINGS, DOUBLES = Parameter.Type.STRING_ARRAY, Parameter.Type.DOUBLE_ARRAY
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its name, default (or array type), description and range."""
+    """One parameter: its name, default (or array type), description, range and group.
+
+    ``group`` routes a change made at run time (ik_node.ros.routing):
+    'config' (a field of the tracker's TrackerConfig, of the same name),
+    'jerk' (the jerk stage), 'feedback' (the feedback policy, in the order of
+    FeedbackPolicy.configure), 'collision' (the margin), 'solver'; '' for
+    what the node reads itself (at start-up).
+    """
 
     name: str
     default: object
@@ -37,6 +44,7 @@ class Param:
     low: Optional[float] = None
     high: Optional[float] = None
     fixed: bool = False
+    group: str = ''
 
     def descriptor(self) -> ParameterDescriptor:
         """Return the ROS descriptor: the description, and the range of a number."""
@@ -62,21 +70,21 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('base_link', '', 'first link of the IK chain', fixed=True),
     Param('tip_link', '', 'link whose pose is controlled', fixed=True),
     Param('solver', 'auto', 'auto (analytic for SRS arms, else jacobian), analytic or '
-          'jacobian'),
+          'jacobian', group='solver'),
     Param('publish_rate', 100.0, 'joint_states rate, Hz', 1.0, 1000.0, fixed=True),
     Param('smoothing', True, 'cubic exp-map trajectory through the targets (false: straight '
-          'for each target)'),
-    Param('max_linear_speed', 0.5, 'tip speed limit, m/s', 1e-3, 10.0),
-    Param('max_angular_speed', 1.0, 'tip rotation speed limit, rad/s', 1e-3, 20.0),
+          'for each target)', group='config'),
+    Param('max_linear_speed', 0.5, 'tip speed limit, m/s', 1e-3, 10.0, group='config'),
+    Param('max_angular_speed', 1.0, 'tip rotation speed limit, rad/s', 1e-3, 20.0, group='config'),
     Param('max_joint_acceleration', TrackerConfig.max_joint_acceleration,
           'acceleration limit of every joint, rad/s^2 (m/s^2 for prismatic joints)',
-          *ACCELERATION_RANGE),
+          *ACCELERATION_RANGE, group='config'),
     Param('joint_acceleration_limits', DOUBLES, 'per-joint acceleration limits in chain '
-          'order (replace max_joint_acceleration when set)'),
+          'order (replace max_joint_acceleration when set)', group='config'),
     Param('max_joint_jerk', 500.0, 'jerk limit of every joint, rad/s^3 (m/s^3 for prismatic '
-          'joints)', *JERK_RANGE),
+          'joints)', *JERK_RANGE, group='jerk'),
     Param('joint_jerk_limits', DOUBLES, 'per-joint jerk limits in chain order (replace '
-          'max_joint_jerk when set)'),
+          'max_joint_jerk when set)', group='jerk'),
     Param('command_latency_budget', 0.03, 'joint_trajectory / position_array: the longest '
           'delay from a tick to the controller reading its message (transport, tick lateness, '
           "a controller clock ahead), and the most the controller's clock may be behind, s; "
@@ -93,23 +101,24 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('initial_positions', DOUBLES, 'start joint vector in chain order (default: '
           'mid-limits)', fixed=True),
     Param('ik_timeout', TrackerConfig.ik_timeout, 'Jacobian solver budget per solve, s',
-          1e-4, 1.0),
+          1e-4, 1.0, group='config'),
     Param('posture', DOUBLES, 'preferred joint vector, chain order: a redundant arm drifts '
-          'toward it where the target leaves freedom, keeping the tip (empty: none)'),
+          'toward it where the target leaves freedom, keeping the tip (empty: none)',
+          group='config'),
     Param('posture_rate', TrackerConfig.posture_rate, 'fastest drift toward posture per '
-          'joint, rad/s', 1e-3, 10.0),
+          'joint, rad/s', 1e-3, 10.0, group='config'),
     Param('twist_timeout', TrackerConfig.twist_timeout, '~/target_twist older than this '
-          'stops the arm (dead-man), s', 1e-3, 10.0),
+          'stops the arm (dead-man), s', 1e-3, 10.0, group='config'),
     Param('feedback_topic', '', "the robot's joint states (e.g. /joint_states of "
           "joint_state_broadcaster); '' = none: the node is its own robot and publishes "
           'joint_states', fixed=True),
     Param('feedback_timeout', 0.1, 'feedback older than this is stale: the node holds and '
-          'commands nothing, s', 1e-3, 10.0),
+          'commands nothing, s', 1e-3, 10.0, group='feedback'),
     Param('resync_tolerance', 0.1, 'the command restarts from the measured joints when they '
           'leave the range of the commands of the last 4 x servo_lag seconds by more, rad',
-          1e-6, 10.0),
+          1e-6, 10.0, group='feedback'),
     Param('servo_lag', 0.15, "the slowest time constant of the robot's position servos, s: a "
-          'lag this slow never re-syncs', 0.0, 2.0),
+          'lag this slow never re-syncs', 0.0, 2.0, group='feedback'),
     Param('command_output', 'joint_states', 'joint_states, joint_trajectory '
           '(trajectory_msgs/JointTrajectory for joint_trajectory_controller) or '
           'position_array (std_msgs/Float64MultiArray for forward_position_controller)',
@@ -122,7 +131,8 @@ PARAMETERS: Tuple[Param, ...] = (
           'obstacles apart, and prefer collision-free IK solutions (needs coal; the bundled '
           'configs turn it on)', fixed=True),
     Param('collision_margin', 0.01, 'smallest distance kept between any two checked bodies '
-          '(links, obstacles), m; an arm inside it may only move out', 0.0, 0.5),
+          '(links, obstacles), m; an arm inside it may only move out', 0.0, 0.5,
+          group='collision'),
     Param('obstacles_file', '', 'YAML file of obstacles (box, sphere, cylinder, halfspace, '
           "mesh) in frames the arm does not move; '' = none", fixed=True),
     Param('srdf_path', '', 'a MoveIt SRDF: its <disable_collisions> pairs are never checked; '
@@ -133,14 +143,19 @@ PARAMETERS: Tuple[Param, ...] = (
 
 # Parameters fixed once the model is loaded (they shape the interfaces or the model).
 FIXED_PARAMETERS = tuple(p.name for p in PARAMETERS if p.fixed)
+
+
+def group(name: str) -> Tuple[str, ...]:
+    """Return the names of the parameters of group ``name``, in the table's order."""
+    return tuple(p.name for p in PARAMETERS if p.group == name)
+
+
 # Jerk limits: parameter names of the scalar and of the per-joint list.
-JERK_PARAMETERS = ('max_joint_jerk', 'joint_jerk_limits')
+JERK_PARAMETERS = group('jerk')
 # Read by the feedback policy, in FeedbackPolicy.configure's order.
-FEEDBACK_PARAMETERS = ('feedback_timeout', 'resync_tolerance', 'servo_lag')
-# Collision parameters applied at run time (the guard's, not the tracker config's).
-COLLISION_PARAMETERS = ('collision_margin',)
+FEEDBACK_PARAMETERS = group('feedback')
 # Parameters of the tracker's configuration: each is the TrackerConfig field of its name.
-CONFIG_PARAMETERS = tuple(f.name for f in fields(TrackerConfig))
+CONFIG_PARAMETERS = group('config')
 
 
 def declare_parameters(node) -> None:

@@ -20,10 +20,14 @@ from ik_node.core.motion.jerk import check_jerk_limits
 from ik_node.core.motion.tracker import TrackerConfig
 from ik_node.ros.outputs import OUTPUTS
 from ik_node.ros.parameters import CONFIG_PARAMETERS, FEEDBACK_PARAMETERS, FIXED_PARAMETERS, \
-    JERK_PARAMETERS, QOS_CHOICES, StartupError
+    PARAMETERS, QOS_CHOICES, StartupError
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+
+# Each parameter's group (Param.group): what a change of it reaches.
+GROUP_OF = {p.name: p.group for p in PARAMETERS}
 
 
 class ParameterRouting:
@@ -142,14 +146,16 @@ class ParameterRouting:
         """Hand the accepted changes to the session (after the on-set callback agreed)."""
         if self._node.session is None:
             return  # read from the parameters when the model arrives
-        names = {p.name for p in params}
-        if 'solver' in names and self._pending_solver is not None:
-            self._node.session.use_solver(self._pending_solver)
+        groups = {GROUP_OF[p.name] for p in params}
+        session = self._node.session
+        if 'solver' in groups and self._pending_solver is not None:
+            session.use_solver(self._pending_solver)
             self._pending_solver = None
-        self._node.session.configure(
-            self._node._instant()[1],
-            config=self.config() if names & set(CONFIG_PARAMETERS) else None,
-            jerk=self.jerk() if names & set(JERK_PARAMETERS + CONFIG_PARAMETERS) else None,
-            feedback=self.feedback_settings() if names & set(FEEDBACK_PARAMETERS) else None)
-        if 'collision_margin' in names:
-            self._node.session.set_margin(self._node.get_parameter('collision_margin').value)
+        session.configure(
+            self._node.now_s(),
+            config=self.config() if 'config' in groups else None,
+            # The jerk stage caps the accelerations of the configuration.
+            jerk=self.jerk() if groups & {'jerk', 'config'} else None,
+            feedback=self.feedback_settings() if 'feedback' in groups else None)
+        if 'collision' in groups:
+            session.set_margin(self._node.get_parameter('collision_margin').value)
