@@ -74,6 +74,11 @@ class Run:
         self._start_near = True
         self.closest = []   # (distance, time, q) of the closest samples
 
+    def certify(self, xml):
+        """Certify the run's closest samples by the oracle (:func:`certify`); none: nothing."""
+        if self.closest:
+            certify(xml, self.chain, self.model, self.closest, self.floor)
+
     def go(self, seconds, until=None):
         """Advance the clock in node ticks for ``seconds`` (or until ``until()``)."""
         start, end = self.now, self.now + seconds

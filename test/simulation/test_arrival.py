@@ -13,7 +13,7 @@ the geometry oracle at the closest ones.
 
 import math
 
-from guarded_run import arm_model, certify, HOME_CLEARANCE, MARGIN, PERIOD, Run
+from guarded_run import arm_model, HOME_CLEARANCE, MARGIN, PERIOD, Run
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
@@ -100,8 +100,7 @@ def test_free_targets_among_obstacles_are_reached_and_reported_arrived(arm, coun
             arrival = run.session.arrival(run.now)
             assert pos <= REACHED_M and rot <= REACHED_RAD, (k, pos, rot, arrival)
             assert arrival.verdict == Verdict.ARRIVED, arrival
-        if run.closest:
-            certify(xml, chain, model, run.closest, run.floor)
+        run.certify(xml)
     finally:
         model.set_obstacles({})
 
@@ -242,8 +241,7 @@ def test_backing_out_of_the_margin_never_goes_deeper(arm, depth, link, side, see
         run.session.target(run.now, chain.forward(q_goal))
         run.go(6.0, until=lambda: not np.any(run.tracker.v) and run.stream.at_rest())
         assert start < MARGIN
-        if run.closest:   # the oracle to its own precision (1 mm), the model to 0.1 mm above
-            certify(xml, chain, model, run.closest, run.floor)
+        run.certify(xml)   # the oracle to its own precision (1 mm), the model to 0.1 mm above
     finally:
         model.set_obstacles({})
 
@@ -285,7 +283,6 @@ def test_a_local_step_stalled_by_a_cage_is_freed_by_a_planned_path():
         assert routes.index(('rest', None)) < routes.index(('path', True)), routes
         pos, rot = tip_errors(raw, chain, run.stream.sample(run.now)[0], target)
         assert pos <= REACHED_M and rot <= REACHED_RAD, (pos, rot, run.session.arrival(run.now))
-        if run.closest:
-            certify(xml, chain, model, run.closest, run.floor)
+        run.certify(xml)
     finally:
         model.set_obstacles({})

@@ -22,7 +22,7 @@ points, as a joint_trajectory_controller plays it). What must hold:
 import time
 
 from geometry_oracle import distance_interval, RobotSolids
-from guarded_run import arm_model, certify, HOME_CLEARANCE, MARGIN, PERIOD, Run, SLACK
+from guarded_run import arm_model, HOME_CLEARANCE, MARGIN, PERIOD, Run, SLACK
 from hypothesis import event, given, HealthCheck, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
@@ -83,8 +83,7 @@ def test_targets_and_twists_among_obstacles_keep_the_margin_at_the_hardware_rate
         # 4. A reset to the initial joints.
         run.session.reset(run.now)
         run.go(4.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
-        if run.closest:
-            certify(xml, chain, model, run.closest, run.floor)
+        run.certify(xml)
     finally:
         model.set_obstacles({})
 
@@ -359,8 +358,7 @@ def test_without_smoothing_the_arm_goes_to_the_free_solution_and_keeps_the_margi
         assert checked.success and checked.in_collision == ''
         assert oracle_clearance(xml, chain, model, checked.q, raw) >= MARGIN - 1e-6
         assert oracle_clearance(xml, chain, model, q, raw) >= MARGIN - SLACK
-        if run.closest:
-            certify(xml, chain, model, run.closest, run.floor)
+        run.certify(xml)
     finally:
         model.set_obstacles({})
 
