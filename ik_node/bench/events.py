@@ -29,10 +29,11 @@ from ik_node.bench.standins import derivatives, ForwardController, LagServo, Poi
     Trajectory, TrajectoryController
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
+from ik_node.core.motion.carry import carried_over
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import controller_lead
-from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.poses import pose_error
 import numpy as np
 
@@ -220,7 +221,7 @@ def twist_tip_speeds(chain: Chain, linear: float, angular: float, seconds: float
     return {'linear_asked': linear, 'angular_asked': angular,
             'linear_over_limit': float(v.max()) / config.max_linear_speed,
             'angular_over_limit': float(w.max()) / config.max_angular_speed,
-            'scaled': tracker.twists_scaled}
+            'scaled': tracker.twists.scaled}
 
 
 def add_parser(subparsers):

@@ -175,9 +175,9 @@ def test_when_twists_stop_the_dead_man_stops_the_arm_within_the_limits():
         t += 0.01
         judge(tracker.command(t))
     moving = judge.last.v.copy()
-    assert np.max(np.abs(moving)) > 0.05 and tracker.twist_timeouts == 0
+    assert np.max(np.abs(moving)) > 0.05 and tracker.twists.timeouts == 0
     rest, commands = run_until_rest(tracker, judge, t)
-    assert tracker.twist_timeouts == 1
+    assert tracker.twists.timeouts == 1
     # Then it brakes at once: at rest after braking at the acceleration limits
     # from its speed at the expiry, plus the last few ticks, where the step's
     # braking cap (which keeps it from overshooting) approaches the stop
@@ -407,4 +407,4 @@ def test_a_twist_beyond_the_tip_speed_limits_is_scaled_as_a_whole(linear, angula
                                atol=1e-12)
     np.testing.assert_allclose(tracker.target[:3, :3],
                                expm(hat(ang * scale) * 0.1) @ start[:3, :3], atol=1e-12)
-    assert tracker.twists_scaled == (1 if scale < 1.0 else 0)
+    assert tracker.twists.scaled == (1 if scale < 1.0 else 0)

@@ -18,8 +18,9 @@ from ik_node import Chain
 from ik_node.core import rotations as rot
 from ik_node.core.errors import InvalidInputError, ModelError
 from ik_node.core.ik.factory import make_solver
+from ik_node.core.motion.carry import carried_over
 from ik_node.core.motion.paths import figure_eight, play_demo
-from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.core.poses import pose_matrix
 import numpy as np
 from oracle import pose_errors

@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.core.ik.factory import make_solver
 from ik_node.core.model.chain import Chain
+from ik_node.core.motion.carry import carried_over
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.session import MotionSession
-from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerConfig
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
 from ik_node.description.urdf import bundled_urdf
 import numpy as np
 

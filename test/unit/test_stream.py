@@ -210,7 +210,7 @@ def test_bad_options_are_refused():
 
 def test_a_new_model_of_the_same_joints_continues_the_plan_without_a_seam():
     """use_tracker(carried_over(...)): every committed point kept, the next ones follow on."""
-    from ik_node.core.motion.tracker import carried_over
+    from ik_node.core.motion.carry import carried_over
     tracker, stream = make()
     tracker.add_target(stream.lead_s, target(tracker, [0.1, -0.1, 0.05]))
     now = 0.0
@@ -332,7 +332,7 @@ def test_a_clock_going_back_releases_a_twist_whose_dead_man_ran_on_the_old_clock
     for _ in range(200):
         now += 0.01
         stream.advance(now)
-    assert stream.at_rest() and tracker.twist_timeouts == 0 and tracker.twists.twist is None
+    assert stream.at_rest() and tracker.twists.timeouts == 0 and tracker.twists.twist is None
     tracker.set_twist(now, [0.05, 0.0, 0.0], [0.0, 0.0, 0.0])   # a new twist moves it again
     stream.advance(now + 0.1)
     assert not stream.at_rest()

@@ -112,7 +112,7 @@ class HeldGoal:
         self.q, self.solved = q, solved
 
     def source(self, moving: tuple) -> tuple:
-        """Return what the goal's velocity is measured within (MotionTracker._goal_velocity).
+        """Return what the goal's velocity is measured within (GoalVelocity.of).
 
         ``moving``: the source of the moving goals before it (a trajectory's):
         a goal not replaced since continues their motion smoothly.

@@ -26,3 +26,8 @@ class Mode(str, Enum):
     def __str__(self) -> str:
         """Return the value ('twist'), as diagnostics print it."""
         return self.value
+
+    @staticmethod
+    def for_poses(smoothing: bool) -> 'Mode':
+        """Return the mode that serves pose targets: TRAJECTORY with smoothing, else DIRECT."""
+        return Mode.TRAJECTORY if smoothing else Mode.DIRECT

@@ -31,12 +31,13 @@ from ik_node.core.collision.shapes import Shape
 from ik_node.core.ik.base import IKSolver
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival
+from ik_node.core.motion.carry import carried_over
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.jerk import JerkFilter
 from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
-from ik_node.core.motion.tracker import carried_over, MotionTracker, TrackerStatus
+from ik_node.core.motion.tracker import MotionTracker, TrackerStatus
 from ik_node.core.poses import FloatArray
 import numpy as np
 
@@ -154,7 +155,7 @@ class MotionSession:
 
     def planned_tip_path(self) -> FloatArray:
         """Return the tip positions (k, 3) still ahead on the planned path, base frame, m."""
-        return self.tracker.planned_positions()
+        return self.tracker.trajectory.planned_positions()
 
     @property
     def lead_s(self) -> float:
@@ -278,7 +279,7 @@ class MotionSession:
 
         Raises:
             ModelError: the arm's state is outside the new model's limits
-                (:func:`ik_node.core.motion.tracker.carried_over`).
+                (:func:`ik_node.core.motion.carry.carried_over`).
 
         """
         self.use_model(carried_over(self.tracker, chain, solver, q0, now), jerk, feedback)
@@ -287,7 +288,7 @@ class MotionSession:
                   feedback: Optional[FeedbackPolicy] = None) -> None:
         """Continue with the tracker of a new robot model.
 
-        The same joints (tracker.carried_over): the committed plan and the
+        The same joints (carry.carried_over): the committed plan and the
         jerk stage go on, no seam at the controller. Other joints: a new plan,
         at rest at the tracker's state.
         """

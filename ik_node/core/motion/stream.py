@@ -177,7 +177,7 @@ class CommandStream:
         through (q, v); the limiting step continues from its input, ahead by the
         stage's delay (at rest when that motion, before or after q, would leave the
         position limits, or when the limiting step could not stop from there within
-        them at its acceleration limits: MotionTracker.can_stop).
+        them at its acceleration limits: LimitingStep.can_stop).
         """
         chain = self.tracker.chain
         q = np.clip(np.array(q, dtype=np.float64), chain.lower, chain.upper)
@@ -189,7 +189,7 @@ class CommandStream:
         self._cap_accelerations()
         inner = self.filter.reset(q, v)
         if not (all(chain.within_limits(x) for x in self.filter.inputs())
-                and self.tracker.can_stop(inner, v)):
+                and self.tracker.stepper.can_stop(inner, v)):
             # The steady motion through (q, v) left the limits, or the limiting
             # step, ahead of q by the stage's delay, could not stop before them.
             v = np.zeros(chain.n)
@@ -229,7 +229,7 @@ class CommandStream:
         """Continue with another tracker of the same joints (a new model), keeping the plan.
 
         The committed points, the jerk stage's history and the clock stay: with
-        a tracker that continues the old one's state (tracker.carried_over)
+        a tracker that continues the old one's state (carry.carried_over)
         the commands go on without a seam.
 
         Raises:

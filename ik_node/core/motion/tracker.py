@@ -28,12 +28,11 @@ guarantees hold in every mode, across mode switches, resets, parameter and
 model changes, by construction.
 """
 
-from dataclasses import dataclass
 import time as _time
 from typing import List, Optional, Tuple
 
 from ik_node.core.collision.guard import CollisionGuard
-from ik_node.core.errors import InvalidInputError, ModelError
+from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
@@ -42,13 +41,17 @@ from ik_node.core.motion.arrival import Arrival
 # TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
 from ik_node.core.motion.costs import TickCosts
-from ik_node.core.motion.goals import GoalSelector, SolveStats
+from ik_node.core.motion.feedforward import GoalVelocity
+from ik_node.core.motion.goals import GoalSelector
 from ik_node.core.motion.limiting import LimitingStep
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
+# Command and TrackerStatus are also public here (their first home).
+from ik_node.core.motion.status import Command, TrackerStatus  # noqa: F401
 from ik_node.core.motion.teleop import TwistInput
 from ik_node.core.motion.trajectory import CartesianTrajectory
+from ik_node.core.motion.workspace import WorkspaceSphere
 from ik_node.core.poses import pose_error, pose_matrix, rotation9
 from ik_node.core.rotations import matrix_to_quaternion
 import numpy as np
@@ -57,10 +60,6 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 _clock = _time.perf_counter
 
-# Targets farther from the base than this times the chain's reach bound are
-# pulled onto that sphere (they are out of reach either way, and a target a
-# kilometre off would keep the trajectory busy for hours).
-WORKSPACE_MARGIN = 1.25
 # A goal this close to the current command in every joint (rad or m) is the
 # current command: the solvers' answers for a held pose differ by ~1e-16 from
 # tick to tick, and chasing that kept the arm "moving" at ~1e-15 rad/s. Also
@@ -70,57 +69,6 @@ ARRIVED = 1e-12
 # A trajectory's end pose this close to the target (m, rad) is the target (its
 # question is the target's: the same key, the same answer).
 SAME_POSE = 1e-9
-
-
-@dataclass(frozen=True, eq=False)
-class Command:
-    """One joint command: positions (n,) and velocities (n,) at ``time`` (s, caller's clock)."""
-
-    q: FloatArray
-    v: FloatArray
-    time: float
-
-
-@dataclass(frozen=True)
-class TrackerStatus:
-    """A snapshot of the tracker, for diagnostics (:meth:`MotionTracker.status`).
-
-    Attributes:
-        mode: a :class:`Mode` (equal to its text: 'trajectory', 'direct', 'reset', 'twist').
-        solver: the IK solver's name; backend: its backend ('numpy', 'numba').
-        ik_budget_s: the solver's budget per solve, s (None: a closed form).
-        last_result: the last solve's result (None before any).
-        target_result: the newest target's reachability check (None before one).
-        last_solve_s: the last solve's wall-clock time, s.
-        solve_time_percentiles: (p50, p99, max) of the recent solve times, s
-            (None before any solve).
-        twist_timeouts: twists that expired (dead-man stops).
-        twists_scaled: twists scaled down to the tip speed limits.
-        targets_clamped: targets pulled onto the workspace sphere.
-        keys_retimed, keys_dropped, keys_duplicate: the trajectory's verdicts
-            on target keys (see CartesianTrajectory.add_key).
-        local_solves: moving goals followed by local damped steps.
-        arrival: the arm against its target: verdict, reason, distance, progress
-            (ik_node.core.motion.arrival).
-
-    """
-
-    mode: Mode
-    solver: str
-    backend: str
-    ik_budget_s: Optional[float]
-    last_result: Optional[IKResult]
-    target_result: Optional[IKResult]
-    last_solve_s: float
-    solve_time_percentiles: Optional[Tuple[float, float, float]]
-    twist_timeouts: int
-    twists_scaled: int
-    targets_clamped: int
-    keys_retimed: int
-    keys_dropped: int
-    keys_duplicate: int
-    local_solves: int
-    arrival: Arrival
 
 
 class MotionTracker:
@@ -163,25 +111,23 @@ class MotionTracker:
         #: The one maker of joint commands: every limit and the margin (limiting.py).
         self.stepper = LimitingStep(chain, self.config.accelerations(chain.n), limits,
                                     self.costs)
-        self.set_backend(backend)
-        self._stop_first = False   # brake to rest before going on (the clock went back)
+        #: Brake to rest before going on (the clock went back).
+        self.stop_first = False
         self.drift = PostureDrift(chain, self.config.posture)
-        self.reach = chain.reach_bound()
+        self.workspace = WorkspaceSphere(chain.reach_bound())   # far targets pulled in
         self.goals = GoalSelector(chain, solver, worker)
-        self.goals.follow_kernels = self.drift.follow_kernels = self._follow
+        self.set_backend(backend)
         self.pole: Optional[FloatArray] = None
-        self.targets_clamped = 0
         tip = chain.forward(q0)
         self.target = tip
         self.trajectory = CartesianTrajectory(
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self.time,
             max_linear_speed=self.config.max_linear_speed,
             max_angular_speed=self.config.max_angular_speed)
-        self.mode = self._pose_mode()
+        self.mode = Mode.for_poses(self.config.smoothing)
         self.twists = TwistInput()
         self._has_target = False   # a target, twist or reset came (else: hold where it is)
-        # (source, goal, time) of the previous command: the goal's velocity.
-        self._last_goal: Optional[Tuple[Optional[tuple], FloatArray, float]] = None
+        self.feed = GoalVelocity(chain.velocity)   # the goal's velocity, fed forward
         self._stop_q = self.q
         #: Progress toward the target; rest and paths when there is none (route.py).
         self.recovery = Recovery(chain)
@@ -212,11 +158,6 @@ class MotionTracker:
         return self.goals.solver
 
     @property
-    def stats(self) -> SolveStats:
-        """Solve times and the last result."""
-        return self.goals.stats
-
-    @property
     def target_result(self) -> Optional[IKResult]:
         """The newest target's reachability check (None before one, or for a twist / reset)."""
         return self.goals.target_result
@@ -231,33 +172,9 @@ class MotionTracker:
         """Return True while a twist is held (mode 'twist', not released)."""
         return self.mode == Mode.TWIST and self.twists.twist is not None
 
-    @property
-    def twist_timeouts(self) -> int:
-        """Twists that expired: dead-man stops."""
-        return self.twists.timeouts
-
-    @property
-    def twists_scaled(self) -> int:
-        """Twists scaled down to the tip speed limits."""
-        return self.twists.scaled
-
-    @property
-    def local_solves(self) -> int:
-        """Moving goals followed by local damped steps."""
-        return self.goals.local_solves
-
     def status(self) -> TrackerStatus:
         """Return a snapshot of the mode, the solves and the counts (for diagnostics)."""
-        stats, trajectory = self.goals.stats, self.trajectory
-        return TrackerStatus(
-            mode=self.mode, solver=self.solver.name, backend=self.solver.backend,
-            ik_budget_s=self.solver.budget_s, last_result=stats.last_result,
-            target_result=self.goals.target_result, last_solve_s=stats.last_solve_s,
-            solve_time_percentiles=stats.percentiles(), twist_timeouts=self.twists.timeouts,
-            twists_scaled=self.twists.scaled, targets_clamped=self.targets_clamped,
-            keys_retimed=trajectory.retimed, keys_dropped=trajectory.dropped,
-            keys_duplicate=trajectory.duplicates, local_solves=self.goals.local_solves,
-            arrival=self.arrival())
+        return TrackerStatus.of(self)
 
     def arrival(self, q: Optional[FloatArray] = None, v: Optional[FloatArray] = None
                 ) -> Arrival:
@@ -275,10 +192,6 @@ class MotionTracker:
         """Return the last command given (the initial state before any)."""
         return Command(self.q.copy(), self.v.copy(), self.time)
 
-    def planned_positions(self) -> FloatArray:
-        """(k, 3) tip positions (m, base frame) the trajectory will pass, from where it is."""
-        return self.trajectory.planned_positions()
-
     # -- inputs -----------------------------------------------------------------------
 
     def add_target(self, time: float, target: FloatArray) -> str:
@@ -290,14 +203,14 @@ class MotionTracker:
             workspace onto it (counted in ``targets_clamped``).
 
         """
-        target = self._within_workspace(np.array(target, dtype=np.float64))
+        target = self.workspace(np.array(target, dtype=np.float64))
         self.target = target
         self.goals.new_target()
         self._has_target = True
         if self.mode in (Mode.RESET, Mode.TWIST):
             self.twists.twist = None
             self._restart_trajectory(time)
-            self.mode = self._pose_mode()
+            self.mode = Mode.for_poses(self.config.smoothing)
         if self.mode == Mode.DIRECT:
             return 'accepted'
         return self.trajectory.add_key(time, target[:3, 3],
@@ -352,10 +265,6 @@ class MotionTracker:
         self._stop_q = self.stepper.stopping_point(self.q, self.v)
         self.target = self.chain.forward(self._stop_q)
 
-    def can_stop(self, q, v) -> bool:
-        """Return True when the joints at q (n,) moving at v (n,) can stop within their limits."""
-        return self.stepper.can_stop(q, v)
-
     def sync(self, time: float, q_measured, v_measured=None) -> None:
         """Continue from the measured joint state (feedback: at start, after a push, ...).
 
@@ -375,16 +284,13 @@ class MotionTracker:
         self.q, self.v, self.time = q, v, float(time)
         self.goals.forget_fallback()
         self.recovery.forget()
-        self._last_goal = None
+        self.feed.forget()
         if not self._has_target:
             self.target = self.chain.forward(q)
         if self.mode == Mode.TRAJECTORY:
             self._restart_trajectory(time)
         elif self.mode == Mode.TWIST:
             self._release()
-
-    def _pose_mode(self) -> Mode:
-        return Mode.TRAJECTORY if self.config.smoothing else Mode.DIRECT
 
     def reset(self, time: float) -> None:
         """Go back to the initial joint positions, in joint space, within the limits."""
@@ -412,7 +318,7 @@ class MotionTracker:
         self.trajectory.max_linear_speed, self.trajectory.max_angular_speed = speeds
         was_smooth, self.config = self.config.smoothing, config
         self.stepper.use_accelerations(
-            np.minimum(config.accelerations(self.chain.n), self.stepper.a_cap), self._at_rest())
+            np.minimum(config.accelerations(self.chain.n), self.stepper.a_cap), self.at_rest())
         if retime and self.mode == Mode.TRAJECTORY:
             # The trajectory was timed for the old tip speeds: time it anew from
             # here (a speed restored after a tiny one applies at once).
@@ -436,12 +342,12 @@ class MotionTracker:
         """
         self.stepper.a_cap = np.array(cap, dtype=np.float64)
         self.stepper.use_accelerations(np.minimum(self.accelerations, self.stepper.a_cap),
-                                       self._at_rest())
+                                       self.at_rest())
 
     @property
     def braking(self) -> bool:
         """Return True while the joints brake to rest first (lowered limits, clock back)."""
-        return self.stepper.a_next is not None or self._stop_first
+        return self.stepper.a_next is not None or self.stop_first
 
     def stop_then_resume(self, time: float) -> None:
         """Come to a controlled stop, then go on toward the target from where the arm stopped.
@@ -454,10 +360,10 @@ class MotionTracker:
         twist starts anew.
         """
         self.time = float(time)
-        self._stop_first = True
+        self.stop_first = True
         self.goals.forget_fallback()
         self.twists.restart_clock(float(time))
-        self._last_goal = None
+        self.feed.forget()
         if self.mode == Mode.TWIST:
             self._release()
 
@@ -473,33 +379,22 @@ class MotionTracker:
         self.backend = backend
         kernels = resolve(backend)
         self.stepper.kernels = kernels.limits
-        self._follow = kernels.follow
-        if hasattr(self, 'goals'):
-            self.goals.follow_kernels = self.drift.follow_kernels = kernels.follow
+        self.goals.follow_kernels = self.drift.follow_kernels = kernels.follow
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
         solver.set_budget(self.config.ik_timeout)
         self.goals.solver = solver
         self.goals.forget_fallback()
-        self._last_goal = None
+        self.feed.forget()
 
     def _restart_trajectory(self, time: float) -> None:
         """Start the trajectory at rest at the current tip pose, headed for the target."""
-        self._last_goal = None
+        self.feed.forget()
         tip = self.chain.forward(self.q)
         self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time)
         self.trajectory.add_key(time, self.target[:3, 3],
                                 matrix_to_quaternion(self.target[:3, :3]))
-
-    def _within_workspace(self, target: FloatArray) -> FloatArray:
-        """Pull a target beyond WORKSPACE_MARGIN x the reach bound onto that sphere."""
-        radius = WORKSPACE_MARGIN * self.reach
-        distance = float(np.linalg.norm(target[:3, 3]))
-        if distance > radius:
-            self.targets_clamped += 1
-            target[:3, 3] *= radius / distance
-        return target
 
     # -- output -----------------------------------------------------------------------
 
@@ -531,14 +426,14 @@ class MotionTracker:
         tip_limits = None if self.mode != Mode.TWIST else \
             (self.config.max_linear_speed, self.config.max_angular_speed)
         self.q, self.v = self.stepper.step_within_tip_speeds(
-            self.q, self.v, goal, self._goal_velocity(goal, float(time), source), dt,
+            self.q, self.v, goal, self.feed.of(goal, float(time), source), dt,
             tip_limits, self._goal_in_task)
         costs.add('limits', _clock() - stepping - (costs.parts['collision'] - guarded))
         if self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
             self._watch_progress(float(time), goal, source)
         self.time = float(time)
         if self.mode == Mode.RESET and self._arrived(goal):
-            self.mode = self._pose_mode()
+            self.mode = Mode.for_poses(self.config.smoothing)
             self._restart_trajectory(time)
         if self.teleoperating:
             self.twists.bound(self.target, self.chain.forward(self.q))
@@ -556,7 +451,7 @@ class MotionTracker:
                                      self.stepper.stopping_point(self.q, self.v), blocked,
                                      self.guard is not None)
         if action == 'done' and self.mode == Mode.TRAJECTORY:
-            self._last_goal = None
+            self.feed.forget()
             self.trajectory.reset(self.target[:3, 3], matrix_to_quaternion(self.target[:3, :3]),
                                   time)
 
@@ -572,7 +467,7 @@ class MotionTracker:
             return self.command_now()
         self.q, self.v = self.stepper.braked(self.q, self.v, dt)
         self.time = float(time)
-        self._last_goal = None
+        self.feed.forget()
         return self.command_now()
 
     def _brake_to_rest(self, time: float) -> Command:
@@ -582,7 +477,7 @@ class MotionTracker:
         self.brake(time)
         if np.all(self.v == 0.0):
             self.stepper.apply_lowered()
-            self._stop_first = False
+            self.stop_first = False
             if self.mode == Mode.TRAJECTORY:
                 self._restart_trajectory(time)   # from where it stopped
         return self.command_now()
@@ -592,12 +487,12 @@ class MotionTracker:
         if np.any(self.v != 0.0):
             raise InvalidInputError('skip_to: the joints are moving; step them instead')
         self.time = max(self.time, float(time))
-        self._last_goal = None
+        self.feed.forget()
 
     def _move_twist_target(self, time: float) -> None:
         """Integrate the held twist into the target up to ``time`` or its expiry (then release)."""
         self.target, expired = self.twists.advance(self.target, time, self.config.twist_timeout,
-                                                   self._within_workspace)
+                                                   self.workspace)
         if expired:
             self._release()
 
@@ -616,25 +511,8 @@ class MotionTracker:
         aim = self.goals.solver.aim_within_reach(self.target)
         self.goals.ask_target(self.target, aim, self.q, self.pole)
 
-    def _goal_velocity(self, goal: FloatArray, time: float,
-                       source: Optional[tuple]) -> FloatArray:
-        """Return the goal's own velocity (n,), rad/s, when it moves smoothly; else zeros.
-
-        A sampled trajectory, an integrated twist and the posture drift of a
-        held goal move the goal (``source``, from _goal): its velocity is the
-        change since the previous command's goal from the same source, scaled
-        down as a whole to the speed limits (a faster goal is followed at the
-        limits). Anything else (a goal taken anew, a reset, a release, a
-        resync) is a goal to stop at: zeros.
-        """
-        last, self._last_goal = self._last_goal, (source, goal, time)
-        if source is None or last is None or last[0] != source:
-            return np.zeros(self.chain.n)
-        w = (goal - last[1]) / (time - last[2])
-        ratio = float(np.max(np.abs(w) / self.chain.velocity))
-        return w / ratio if ratio > 1.0 else w
-
-    def _at_rest(self) -> bool:
+    def at_rest(self) -> bool:
+        """Return True when every joint is still (v == 0)."""
         return bool(np.all(self.v == 0.0))
 
     def _arrived(self, goal: FloatArray) -> bool:
@@ -691,48 +569,3 @@ class MotionTracker:
         """Drift a solution (n,) of ``pose`` toward the posture for dt (PostureDrift.toward)."""
         return self.drift.toward(goal, pose, dt, self.config.posture_rate, self.stepper.a_max,
                                  self.pole)
-
-
-def carried_over(old: MotionTracker, chain: Chain, solver: IKSolver, q0,
-                 time: float) -> MotionTracker:
-    """Return a tracker for a new model of the arm, continuing the old one's motion.
-
-    With the same joint names the command carries on from the old state
-    (positions and velocities: no jump); the new model's limits must contain
-    the current positions. A model with other joints is another robot: its
-    tracker starts at rest at q0.
-
-    Raises:
-        ModelError: same joints, but the current positions are outside the
-            new model's limits (refuse the model: following it would jump),
-            a joint is faster than its new speed limit, or braking from here
-            would end beyond a new position limit.
-
-    """
-    worker = old.goals.worker
-    if chain.joint_names != old.joint_names:
-        return MotionTracker(chain, solver, old.config, q0, time, backend=old.backend,
-                             worker=worker)
-    q = old.q
-    if not chain.within_limits(q):
-        raise ModelError(f'the current joint positions {np.round(q, 6).tolist()} are outside '
-                         "the new model's limits: following it would jump")
-    if np.any(np.abs(old.v) > chain.velocity):
-        raise ModelError(f'the joints move at {np.round(old.v, 3).tolist()} rad/s, faster than '
-                         f"the new model's speed limits {chain.velocity.tolist()}: send the "
-                         'model again when the arm is slower or at rest')
-    stop = q + old.v * np.abs(old.v) / (2.0 * old.stepper.a_max)   # where braking now ends
-    if not chain.within_limits(np.where(old.v == 0.0, q, stop)):
-        raise ModelError(f'the joints moving at {np.round(old.v, 3).tolist()} rad/s would '
-                         f"stop at {np.round(stop, 3).tolist()}, beyond the new model's limits: "
-                         'send the model again when the arm is slower or at rest')
-    tracker = MotionTracker(chain, solver, old.config, q, old.time, velocity=old.v,
-                            backend=old.backend, worker=worker)
-    tracker.q0 = chain.check_q(q0, 'q0').copy()
-    # A stop under way goes on at the limits it had.
-    tracker.stepper.a_max = old.stepper.a_max.copy()
-    tracker.stepper.use_accelerations(np.minimum(tracker.accelerations, old.stepper.a_cap),
-                                      tracker._at_rest())
-    tracker._stop_first = old._stop_first
-    tracker.set_pole(old.pole)
-    return tracker
