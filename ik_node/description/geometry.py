@@ -34,8 +34,9 @@ import os
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from xml.etree import ElementTree
 
-from ik_node.core.collision.model import (always_in_contact, attachment, Body, check_disabled,
-                                          CollisionModel, never_checked)
+from ik_node.core.collision.model import Body, CollisionModel
+from ik_node.core.collision.pairs import (always_in_contact, attachment, check_disabled,
+                                          never_checked)
 from ik_node.core.collision.shapes import checked_shape, CollisionError, load_mesh, Shape
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import FrameError, LinkFrames
@@ -223,7 +224,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         resolve: mesh URI -> file path (default :func:`resolve_mesh_uri`).
         disabled: link pairs never to check (an SRDF's).
         sample_contacts: also disable the pairs in contact in every sampled
-            configuration (model.always_in_contact).
+            configuration (pairs.always_in_contact).
         home: (n,) joints of the arm's home (its initial positions): pairs in
             contact there are not checked either (MoveIt's "default" pairs:
             shapes that overlap at home overlap by design).

@@ -9,6 +9,7 @@ own forward kinematics): not against coal or the code under test.
 
 import math
 
+import collision_reference as numpy_ref
 from geometry_oracle import distance_interval, point_distance, RobotSolids
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,8 @@ coal = pytest.importorskip('coal', reason='coal (PyPI: numpy >= 2; distro: ros-<
                                           'is not installed: collision is off without it')
 
 from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
-from ik_node.core.collision.model import CollisionModel, known_floors, never_checked  # noqa: E402
+from ik_node.core.collision.model import CollisionModel  # noqa: E402
+from ik_node.core.collision.pairs import never_checked  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape, CollisionError  # noqa: E402
 from ik_node.core.model.chain import Chain  # noqa: E402
 from ik_node.description.geometry import collision_model, link_tree, \
@@ -145,15 +147,17 @@ def test_every_near_pair_distance_and_witness_matches_the_oracle(arm, unit, entr
 @given(unit=st.lists(st.floats(0.0, 1.0), min_size=7, max_size=7), entry=obstacles(),
        floor=st.floats(-0.5, 0.3), before=st.lists(st.floats(-0.2, 0.2), min_size=7, max_size=7),
        exact=st.floats(0.0, NEAR))
-def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, before, exact):
-    """The numba kernels (kernels.proximity): same pairs, distances, witnesses, gradients as numpy.
+def test_the_compiled_kernels_answer_as_their_source_run_by_cpython_and_the_numpy_references(
+        arm, unit, entry, floor, before, exact):
+    """kernels.proximity compiled and run by CPython: same pairs, distances, witnesses, gradients.
 
-    Every pair's bound enters ``lowest``; a half-space (the floor, its
-    height drawn) takes the plane branch of both. Pairs beyond ``exact``
-    get their spheres' answer; distances known at a configuration
-    ``before`` (rad away) leave pairs out alike.
+    Both against the numpy references (collision_reference, written apart
+    from the kernels' loops). Every pair's bound enters ``lowest``; a
+    half-space (the floor, its height drawn) takes the plane branch. Pairs
+    beyond ``exact`` get their spheres' answer; distances known at a
+    configuration ``before`` (rad away) leave pairs out alike.
     """
-    pytest.importorskip('numba', reason='numba is not installed: only the numpy path exists')
+    pytest.importorskip('numba', reason='numba is not installed: only the CPython run exists')
     chain, xml, model, _ = arm_model(arm)
     twin = CollisionModel(chain, model.bodies, model.disabled, backend='numpy')
     below = np.eye(4)
@@ -175,19 +179,32 @@ def test_the_compiled_kernels_answer_as_the_numpy_path(arm, unit, entry, floor, 
         model.kernels.proximity.known_floors(q, known, at, model.sweep, np.zeros(len(known)),
                                              compiled)
         assert np.allclose(compiled, floors, rtol=0.0, atol=1e-12)
-        assert np.allclose(known_floors(q, known, at, model.sweep), floors, rtol=0.0, atol=1e-12)
+        assert np.allclose(numpy_ref.known_floors(q, known, at, model.sweep), floors, rtol=0.0,
+                           atol=1e-12)
         ours = model.distances(q, NEAR, exact, floors)
         theirs = twin.distances(q, NEAR, exact, floors)
         fresh = model.distances(q, NEAR)   # nothing known: every pair is judged afresh
-        assert np.allclose(model.gradients(q, ours), twin.gradients(q, ours),
-                           rtol=0.0, atol=1e-12)
-        # The guard's one-call gradients and braking dips, against numpy's two.
-        from ik_node.core.collision.guard import linearised_braking_dip
+        # The broad phase: shape poses and every pair's bound, as the reference poses them.
+        rot, pos, bound, centres = numpy_ref.posed_bounds(model, q)
+        for which in (model, twin):
+            got = which._broad_phase(q)
+            assert np.allclose(got[0], rot, rtol=0.0, atol=1e-12)
+            assert np.allclose(got[1], pos, rtol=0.0, atol=1e-12)
+            assert np.allclose(got[2], bound, rtol=0.0, atol=1e-12)
+        coarse = ours.pairs[~ours.exact]   # the spheres' witnesses, as the reference puts them
+        for side, value in zip(('point_a', 'point_b', 'normal'),
+                               numpy_ref.sphere_witnesses(model, coarse, centres)):
+            assert np.allclose(getattr(ours, side)[~ours.exact], value, rtol=0.0, atol=1e-9)
+        expected = numpy_ref.gradients(model, q, ours)
+        assert np.allclose(model.gradients(q, ours), expected, rtol=0.0, atol=1e-12)
+        assert np.allclose(twin.gradients(q, ours), expected, rtol=0.0, atol=1e-12)
+        # The guard's one-call gradients and braking dips, against the references' two.
         v, a = np.linspace(-1.5, 1.0, chain.n), np.where(np.arange(chain.n) % 3, 5.0, np.inf)
-        grads, dip = model.gradients_and_dip(q, ours, v, a)
-        assert np.allclose(grads, twin.gradients(q, ours), rtol=0.0, atol=1e-12)
-        assert np.allclose(dip, linearised_braking_dip(twin.gradients(q, ours), v, a),
-                           rtol=0.0, atol=1e-12)
+        for which in (model, twin):
+            grads, dip = which.gradients_and_dip(q, ours, v, a)
+            assert np.allclose(grads, expected, rtol=0.0, atol=1e-12)
+            assert np.allclose(dip, numpy_ref.braking_dip(expected, v, a), rtol=0.0,
+                               atol=1e-12)
     finally:
         model.set_obstacles({})
     assert np.array_equal(ours.pairs, theirs.pairs)
@@ -635,8 +652,8 @@ def test_a_path_sweep_bounds_every_pair_distance_change_when_the_joints_move_in_
             model.set_backend(backend)
             sweeps.append(model.path_sweep(q, np.abs(dq)))
         model.set_backend('auto')
-        sweep = sweeps[0]
-        for other in sweeps[1:]:
+        sweep = numpy_ref.path_sweep(model, q, np.abs(dq))
+        for other in sweeps:
             assert np.allclose(other, sweep, rtol=0.0, atol=1e-12)
         assert np.all(sweep <= model.sweep + 1e-12)
         start = model.distances(q, math.inf)
@@ -761,7 +778,6 @@ def test_the_braking_dip_is_the_lowest_change_on_the_braking_path(data, n, k):
     stops at once) are drawn; the reference samples the braking the test
     simulates itself.
     """
-    from ik_node.core.collision.guard import linearised_braking_dip
     from ik_node.core.kernels import proximity
     floats = st.floats(-2.0, 2.0, allow_nan=False)
     grads = np.array(data.draw(st.lists(st.lists(floats, min_size=n, max_size=n),
@@ -771,7 +787,7 @@ def test_the_braking_dip_is_the_lowest_change_on_the_braking_path(data, n, k):
     a_max = np.array(data.draw(st.lists(st.one_of(st.just(math.inf), st.floats(0.5, 20.0)),
                                         min_size=n, max_size=n)), dtype=np.float64)
     reference, slack = sampled_braking_change(grads, v1, a_max)
-    found = {'numpy': linearised_braking_dip(grads, v1, a_max)}
+    found = {'numpy': numpy_ref.braking_dip(grads, v1, a_max)}
     out = np.empty(k)
     proximity.braking_dip(grads, v1, a_max, out)   # the kernel's source, run by CPython
     found['kernel'] = out
@@ -808,7 +824,7 @@ def test_the_slid_goal_projection_meets_orthogonal_constraints_exactly(data, n, 
     others untouched: computed here, not by the code under test. Rows that
     clear their need by the slack or more, and zero rows, are left out.
     """
-    from ik_node.core.collision.guard import ACTIVE_SLACK, CollisionGuard, SLIDE_SWEEPS
+    from ik_node.core.collision.guard import ACTIVE_SLACK, SLIDE_SWEEPS
     from ik_node.core.kernels import proximity
     k = min(k, n)
     seed = data.draw(st.integers(0, 2 ** 31 - 1))
@@ -824,7 +840,7 @@ def test_the_slid_goal_projection_meets_orthogonal_constraints_exactly(data, n, 
         norm = float(g @ g)
         if norm > 1e-18 and g @ x0 - b < ACTIVE_SLACK and g @ x0 < b:
             expected += (b - g @ x0) / norm * g
-    found = {'numpy': CollisionGuard._project(x0, grads, need)}
+    found = {'numpy': numpy_ref.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS)}
     out = np.empty(n)
     proximity.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS, out)
     found['kernel'] = out
@@ -840,8 +856,8 @@ def test_the_slid_goal_projection_meets_orthogonal_constraints_exactly(data, n, 
 @settings(max_examples=examples(40), deadline=None)
 @given(data=st.data(), n=st.integers(1, 7), k=st.integers(1, 12))
 def test_the_slid_goal_projection_is_the_same_compiled_and_in_numpy(data, n, k):
-    """The compiled projection gives numpy's answer on any rows (dependent ones included)."""
-    from ik_node.core.collision.guard import ACTIVE_SLACK, CollisionGuard, SLIDE_SWEEPS
+    """The compiled projection gives the numpy reference's answer on any rows (dependent ones)."""
+    from ik_node.core.collision.guard import ACTIVE_SLACK, SLIDE_SWEEPS
     compiled = compiled_proximity()
     if compiled is None:
         pytest.skip('numba is not installed')
@@ -851,7 +867,8 @@ def test_the_slid_goal_projection_is_the_same_compiled_and_in_numpy(data, n, k):
     need = grads @ x0 + rng.uniform(-0.05, 0.05, k)
     out = np.empty(n)
     compiled.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS, out)
-    assert np.allclose(out, CollisionGuard._project(x0, grads, need), rtol=0.0, atol=1e-9)
+    expected = numpy_ref.slide_projection(x0, grads, need, ACTIVE_SLACK, SLIDE_SWEEPS)
+    assert np.allclose(out, expected, rtol=0.0, atol=1e-9)
 
 
 def braking_start(chain, data):

@@ -42,7 +42,7 @@ import math
 import time as _time
 from typing import Callable, List, Optional, Tuple
 
-from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.guard import CollisionGuard, slide
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.closed_form.base import BRANCHES
 from ik_node.core.poses import pose_error
@@ -325,9 +325,8 @@ def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
         weighted = jac * weight[:, None]
         metric = weighted.T @ weighted + CLOSEST_DAMPING * eye
         lower = np.linalg.cholesky(metric).astype(np.float64)
-        y = CollisionGuard._project(lower.T @ step,
-                                    np.linalg.solve(lower, grads[finite].T).T.astype(np.float64),
-                                    floors[finite])
+        y = slide(model.kernels, lower.T @ step, np.linalg.solve(lower, grads[finite].T).T,
+                  floors[finite])
         step = np.linalg.solve(lower.T, y).astype(np.float64)
         for _ in range(CLOSEST_HALVINGS):
             trial = np.clip(q + step, chain.lower, chain.upper)

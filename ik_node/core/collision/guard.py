@@ -35,7 +35,7 @@ joints where it held; less the most the pair's distance can have changed
 since (``CollisionModel.sweep`` times the joints' travel) it bounds the
 pair's distance now. Pairs are posed and computed only when a bound drops
 below what the step needs of them, and only those pairs get coal's exact
-distance: free space costs one compiled pass over the pairs. Along one
+distance: free space costs one pass of a kernel over the pairs. Along one
 braking path, bounds learnt at its points are also kept with the path's own
 sweep bound (:class:`PathBounds`), which loses less between them.
 """
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import math
 from typing import Optional, Tuple
 
-from ik_node.core.collision.model import CollisionModel, known_floors, PairDistances
+from ik_node.core.collision.model import CollisionModel, PairDistances
 import numpy as np
 import numpy.typing as npt
 
@@ -268,16 +268,10 @@ class CollisionGuard:
         The stopping point is ``q1 + v1 |v1| / (2 a)`` within the limits; a
         pair's need is the margin plus its sweep bound over the way, m.
         """
-        kernels = self.model.kernels
-        if kernels.compiled:
-            stop, need = np.empty(len(q1)), np.empty(len(self.model.pairs))
-            kernels.proximity.stop_and_need(q1, v1, a_max, lower, upper, self.model.sweep,
-                                            self.margin, stop, need)
-            return stop, need
-        with np.errstate(divide='ignore', invalid='ignore'):
-            travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
-        stop = np.clip(q1 + travel, lower, upper)
-        return stop, self._need_between(q1, stop, self.model.sweep)
+        stop, need = np.empty(len(q1)), np.empty(len(self.model.pairs))
+        self.model.kernels.proximity.stop_and_need(q1, v1, a_max, lower, upper,
+                                                   self.model.sweep, self.margin, stop, need)
+        return stop, need
 
     def _need_between(self, a: FloatArray, b: FloatArray, sweep: FloatArray) -> FloatArray:
         """Return (P,) the margin plus each pair's sweep bound over the way from a to b, m.
@@ -313,17 +307,8 @@ class CollisionGuard:
         """
         configs, speeds = np.empty((pieces + 1, len(q1))), np.empty((pieces, len(q1)))
         needs = np.empty((pieces, len(sweep)))
-        kernels = self.model.kernels
-        if kernels.compiled:
-            kernels.proximity.braking_path(q1, v1, a_max, lower, upper, stop, sweep, self.margin,
-                                           configs, speeds, needs)
-            return configs, speeds, needs
-        stops, dec = _braking_profile(v1, a_max)
-        t = np.minimum(float(stops.max()) / pieces * np.arange(pieces)[:, None], stops)
-        speeds[:] = np.where(t < stops, v1 - dec * t, 0.0)
-        np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper, out=configs[:-1])
-        configs[0], configs[-1], speeds[0] = q1, stop, v1
-        needs[:] = self.margin + np.abs(np.diff(configs, axis=0)) @ sweep.T
+        self.model.kernels.proximity.braking_path(q1, v1, a_max, lower, upper, stop, sweep,
+                                                  self.margin, configs, speeds, needs)
         return configs, speeds, needs
 
     def _braking_dip(self, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
@@ -338,12 +323,9 @@ class CollisionGuard:
         distance gradient g it is piecewise quadratic in t, and its minimum
         is at a stop time or at a vertex between two.
         """
-        kernels = self.model.kernels
-        if kernels.compiled:
-            grads, dip = self.model.gradients_and_dip(q1, near, v1, a_max)
-            self._last_gradients = (near, grads)
-            return dip
-        return linearised_braking_dip(self._gradients(q1, near), v1, a_max)
+        grads, dip = self.model.gradients_and_dip(q1, near, v1, a_max)
+        self._last_gradients = (near, grads)
+        return dip
 
     def _gradients(self, q: FloatArray, near: PairDistances) -> FloatArray:
         """Return (K, n) the pairs' distance gradients at q (the last kept for a slide)."""
@@ -376,42 +358,10 @@ class CollisionGuard:
             lower = np.linalg.cholesky(metric)
             x0 = lower.T @ x0
             grads = np.linalg.solve(lower, grads.T).T
-        kernels = self.model.kernels
-        if kernels.compiled:
-            x = np.empty(len(q))
-            kernels.proximity.slide_projection(np.ascontiguousarray(x0),
-                                               np.ascontiguousarray(grads),
-                                               np.ascontiguousarray(need), ACTIVE_SLACK,
-                                               SLIDE_SWEEPS, x)
-        else:
-            x = self._project(x0, grads, need)
+        x = slide(self.model.kernels, x0, grads, need)
         if metric is not None:
             x = np.linalg.solve(lower.T, x)
         return q + x
-
-    @staticmethod
-    def _project(x0: FloatArray, grads: FloatArray, need: FloatArray) -> FloatArray:
-        """Return the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate).
-
-        numpy's twin of kernels.proximity.slide_projection.
-        """
-        norms = np.einsum('ij,ij->i', grads, grads)
-        # Pairs far from binding at x0 (1 cm of slack) stay out of the sweeps.
-        use = (norms > 1e-18) & (grads @ x0 - need < ACTIVE_SLACK)
-        grads, need, norms = grads[use], need[use], norms[use]
-        lam = np.zeros(len(grads))
-        x = x0.copy()
-        for _ in range(SLIDE_SWEEPS):
-            largest = 0.0
-            for i in range(len(grads)):
-                step = max(-lam[i], (need[i] - grads[i] @ x) / norms[i])
-                if step != 0.0:
-                    lam[i] += step
-                    x += step * grads[i]
-                    largest = max(largest, abs(step))
-            if largest < 1e-12:
-                break
-        return x
 
     def note_held(self, action: str) -> None:
         """Record that the step was held: ``action`` is 'slid' or 'braked'."""
@@ -437,9 +387,8 @@ class KnownBounds:
     """Lower bounds of pair distances learnt at joint configurations, carried by a sweep bound.
 
     Each pair's last bound (m; -inf: none) and the joints where it held; less
-    ``sweep @ |q - there|`` it bounds the pair's distance at q (``known_floors``).
-    Compiled kernels where the model's backend has them (kernels.proximity
-    ``known_floors`` and ``remember``), else numpy.
+    ``sweep @ |q - there|`` it bounds the pair's distance at q (kernels.proximity
+    ``known_floors`` and ``remember``, on the model's backend).
 
     Args:
         sweep: (P, n) a sweep bound valid on the ways it is used for, m per rad
@@ -460,25 +409,16 @@ class KnownBounds:
 
         ``kernels``: the model's backend. ``need`` (P,) m.
         """
-        if kernels.compiled:
-            return bool(kernels.proximity.known_floors(np.ascontiguousarray(q, dtype=np.float64),
-                                                       self.distance, self.at, self.sweep, need,
-                                                       out))
-        out[:] = known_floors(q, self.distance, self.at, self.sweep)
-        return bool(np.all(out >= need))
+        return bool(kernels.proximity.known_floors(np.ascontiguousarray(q, dtype=np.float64),
+                                                   self.distance, self.at, self.sweep, need, out))
 
     def keep(self, kernels, q: FloatArray, floors: FloatArray, held: FloatArray) -> None:
         """Keep the bounds ``floors`` (P,) m computed at q where they beat what was held there.
 
         ``held`` (P,) m: what the kept bounds left at q (``floors_at``).
         """
-        if kernels.compiled:
-            kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64), floors, held,
-                                       self.distance, self.at)
-            return
-        better = floors > held
-        self.distance[better] = floors[better]
-        self.at[better] = q
+        kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64), floors, held,
+                                   self.distance, self.at)
 
 
 class PathBounds(KnownBounds):
@@ -521,40 +461,16 @@ class PathBounds(KnownBounds):
         self.keep(kernels, q, floors, self._held)
 
 
-def _braking_profile(v1: FloatArray, a_max: FloatArray) -> Tuple[FloatArray, FloatArray]:
-    """Return each joint's time to rest (n,), s, and signed deceleration (n,), braking from v1.
+def slide(kernels, x0: np.ndarray, grads: np.ndarray, need: np.ndarray) -> FloatArray:
+    """Return the x (n,) nearest x0 (n,) with ``grads @ x >= need`` (Hildreth's method).
 
-    Each joint brakes at its own limit ``a_max`` (inf: at once).
+    ``grads`` (K, n), ``need`` (K,); pairs that clear their need at x0 by
+    ACTIVE_SLACK stay out; SLIDE_SWEEPS sweeps at most
+    (kernels.proximity.slide_projection on ``kernels``, a Backend).
     """
-    with np.errstate(divide='ignore', invalid='ignore'):   # 0 * inf: a joint at rest
-        stops = np.where(np.isfinite(a_max), np.abs(v1) / a_max, 0.0)
-        dec = np.where(np.isfinite(a_max), np.sign(v1) * a_max, 0.0)
-    return stops, dec
-
-
-def linearised_braking_dip(grads: FloatArray, v1: FloatArray, a_max: FloatArray) -> FloatArray:
-    """Return (K,) the lowest of ``grads @ displacement(t)`` while braking from v1, m (<= 0).
-
-    numpy over all pairs at once; kernels.proximity.braking_dip is its
-    compiled twin (same breakpoints and vertices). ``grads`` (K, n) m per
-    rad; v1 (n,) rad/s; a_max (n,) rad/s^2.
-    """
-    stops, dec = _braking_profile(v1, a_max)
-    times = np.unique(np.concatenate([[0.0], stops[stops > 0.0]]))   # (m,) breakpoints
-    tt = np.minimum(times[:, None], stops[None, :])                     # (m, n)
-    lowest = np.min(grads @ (v1 * tt - 0.5 * dec * tt * tt).T, axis=1)  # (K,)
-    # Inside each interval [t0, t1) the joints still moving add a
-    # quadratic; its vertex may be lower than both ends.
-    t0 = times[:-1]
-    moving = stops[None, :] > t0[:, None]                               # (I, n)
-    lin = grads @ (moving * v1).T                                       # (K, I)
-    quad = grads @ (moving * dec).T
-    with np.errstate(divide='ignore', invalid='ignore'):
-        vertex = np.where(quad < 0.0, lin / quad, -1.0)   # convex: a minimum
-    inside = (vertex > t0[None, :]) & (vertex < times[1:][None, :])
-    if inside.any():
-        k, i = np.nonzero(inside)
-        tv = np.minimum(vertex[k, i][:, None], stops[None, :])          # (J, n)
-        value = np.einsum('jn,jn->j', grads[k], v1 * tv - 0.5 * dec * tv * tv)
-        np.minimum.at(lowest, k, value)
-    return np.minimum(lowest, 0.0)
+    x = np.empty(len(x0))
+    kernels.proximity.slide_projection(np.ascontiguousarray(x0, dtype=np.float64),
+                                       np.ascontiguousarray(grads, dtype=np.float64),
+                                       np.ascontiguousarray(need, dtype=np.float64),
+                                       ACTIVE_SLACK, SLIDE_SWEEPS, x)
+    return x

@@ -11,8 +11,8 @@ the normal (base frame); :meth:`CollisionModel.gradients` gives each such
 pair's d(distance)/dq (n,).
 
 Cost: one forward kinematics pass, then a bound per pair from bounding
-spheres (compiled kernels where numba is installed, else numpy over all
-pairs at once: ``kernels.proximity``), and coal's narrow phase only for the
+spheres (``kernels.proximity``: compiled where numba is installed, else the
+same source run by CPython), and coal's narrow phase only for the
 pairs whose bound is below the threshold: far pairs cost nothing but their
 bound. This is the broad phase a tick needs (coal's own managers find the
 closest pair overall; a tick needs every pair closer than the margin, and
@@ -22,9 +22,10 @@ compares the two).
 Pairs never checked: two links joined by fixed joints only (one rigid body),
 links joined by one movable joint (adjacent), two still shapes (no joint
 moves them: a link fixed to the base, a sphere on joint 1's axis,
-:func:`still_shapes`) and a still shape with an obstacle, pairs named
-by the caller (an SRDF's ``<disable_collisions>``), and pairs in contact in
-every sampled configuration (:func:`always_in_contact`). Pairs never in
+:func:`ik_node.core.collision.pairs.still_shapes`) and a still shape with
+an obstacle, pairs named by the caller (an SRDF's ``<disable_collisions>``),
+and pairs in contact in every sampled configuration
+(:func:`ik_node.core.collision.pairs.always_in_contact`). Pairs never in
 contact over samples are kept: far apart, their bound keeps them out of the
 narrow phase at no cost, and a rare contact missed by sampling would be a
 collision.
@@ -32,9 +33,10 @@ collision.
 
 from dataclasses import dataclass
 import math
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
 
-from ik_node.core.collision.shapes import coal_geometry, CollisionError, Shape
+from ik_node.core.collision.pairs import still_shapes
+from ik_node.core.collision.shapes import coal_geometry, Shape
 from ik_node.core.kernels.backend import resolve as resolve_backend
 from ik_node.core.model.chain import Chain
 import numpy as np
@@ -42,12 +44,6 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-# Link poses relative to a joint frame equal to this (m, rad) count as rigid.
-RIGID_TOL = 1e-6
-# Configurations sampled for the always-in-contact pairs (seeded, at start-up).
-CONTACT_SAMPLES = 300
-# Configurations compared to find the shapes no joint moves (still_shapes).
-STILL_SAMPLES = 6
 NO_POINTS = np.empty((0, 3))   # witnesses of no pair (shared: never written)
 NO_POINTS.flags.writeable = False
 NO_ROWS = np.empty(0, dtype=bool)   # the exact mask of no pair (shared: never written)
@@ -116,7 +112,7 @@ class CollisionModel:
         adjacent: pairs of link names never checked (rigid or adjacent links,
             an SRDF's disabled pairs), either order.
         backend: 'auto', 'numpy' or 'numba' (kernels.backend.resolve): the
-            forward kinematics and broad phase compiled, or numpy's.
+            kernels compiled, or their one source run by CPython.
 
     """
 
@@ -162,8 +158,8 @@ class CollisionModel:
         self.revision = 0
         self._rebuild_world()
         self._frame_cache: dict = {}
-        # The forward kinematics of every tick: compiled when numba is there
-        # (a (M, 12) array in one call), else the CPython kernel.
+        # The kernels of every tick: compiled when numba is there, else their
+        # source run by CPython (kernels.backend).
         self.set_backend(backend)
 
     # -- configuration ----------------------------------------------------------
@@ -172,12 +168,12 @@ class CollisionModel:
         """Run the per-tick kernels on ``backend`` ('auto', 'numpy' or 'numba'): same answers.
 
         numba compiles a kernel at its first call; a node keeps the model on
-        numpy until its background compile (ik_node.core.warm) has filled the
-        cache, then switches here between two ticks.
+        CPython's run until its background compile (ik_node.core.warm) has
+        filled the cache, then switches here between two ticks.
         """
         self._kernels = resolve_backend(backend)
         self._fk = self._kernels.fk(self.chain)
-        self._frame_cache.clear()   # each backend's own frame type (array or tuples)
+        self._frame_cache.clear()
 
     @property
     def backend(self) -> str:
@@ -320,35 +316,21 @@ class CollisionModel:
         between may move it on the path (kernels.proximity.path_sweep).
         """
         travel = np.ascontiguousarray(travel, dtype=np.float64)
-        if self._kernels.compiled:
-            out = np.empty((len(self.pairs), self.chain.n))
-            self._kernels.proximity.path_sweep(
-                self._frames_of(q), self._axes, self._prismatic, self._frame, self._centre,
-                self._radius, self._arms, self._sweep_far, self._sweep_after, self._to_free,
-                travel, out)
-            return out
-        rot_f, org_f = self._joint_frames(q)
-        rot, org = rot_f[1:], org_f[1:]                                   # (M, 3, 3), (M, 3)
-        centre = np.einsum('sij,sj->si', rot_f[self._frame + 1], self._centre) \
-            + org_f[self._frame + 1]                                       # (S, 3)
-        z = np.einsum('mij,mj->mi', rot, self._axes)
-        z /= np.maximum(np.linalg.norm(z, axis=1), 1e-300)[:, None]
-        perp = np.linalg.norm(_cross(centre[:, None, :] - org[None, :, :], z[None, :, :]),
-                              axis=2)                                      # (S, M)
-        moved = np.abs(self._to_free) @ travel                              # (M,)
-        reach = self._arms * moved[None, :]
-        later = np.cumsum(reach[:, ::-1], axis=1)[:, ::-1] - reach        # frames after m
-        lever = np.where(self._prismatic[None, :], self._arms,
-                         np.minimum(self._arms, perp + self._radius[:, None] + later))
-        m = np.arange(len(rot))
-        lever = np.where(m[None, :] <= self._frame[:, None], lever, 0.0)
-        rows = np.where(m[None, :] > self._sweep_after[:, None], lever[self._sweep_far], 0.0)
-        return rows.reshape(len(self.pairs), len(m)) @ np.abs(self._to_free)
+        out = np.empty((len(self.pairs), self.chain.n))
+        self._kernels.proximity.path_sweep(
+            self._frames_of(q), self._axes, self._prismatic, self._frame, self._centre,
+            self._radius, self._arms, self._sweep_far, self._sweep_after, self._to_free,
+            travel, out)
+        return out
 
     def pair_names(self, k: int) -> Tuple[str, str]:
         """Return the two names of checked pair k: link names, or a link and an obstacle."""
         i, j = self.pairs[k]
         return self._name(i), self._name(j)
+
+    def self_pair_names(self) -> List[frozenset]:
+        """Return the robot's own checked pairs as frozensets of two link names."""
+        return [frozenset((self._name(i), self._name(j))) for i, j in self._self_pairs]
 
     def pair_shapes(self, k: int) -> Tuple[Tuple[str, int], Tuple[str, int]]:
         """Return checked pair k as ((name, shape index), (name, shape index)).
@@ -376,8 +358,8 @@ class CollisionModel:
     def _frames_of(self, q):
         """Return the joint frames at q, (M, 12) rows (rotation row-major, origin), cached.
 
-        A (M, 12) array from the compiled kernel, a list of 12-tuples from the
-        CPython one (Chain.frames); the last few q are kept.
+        An array whichever backend ran (the CPython kernel writes 12-tuples);
+        the last few q are kept.
         """
         q = np.asarray(q, dtype=np.float64)
         key = q.tobytes()
@@ -386,31 +368,16 @@ class CollisionModel:
             kernels = self._kernels
             frames = kernels.rows(self.chain.movable, 12)
             kernels.base.chain_frames(kernels.arg(q), self._fk, frames)
+            if not kernels.compiled:
+                frames = np.array(frames, dtype=np.float64).reshape(-1, 12)
             if len(self._frame_cache) >= 4:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
             self._frame_cache[key] = frames
         return frames
 
-    def _joint_frames(self, q) -> Tuple[FloatArray, FloatArray]:
-        """Rotations (M+1, 3, 3) and origins (M+1, 3) of the joint frames; index 0: the base."""
-        frames = self._frames_of(q)
-        table = np.empty((len(frames) + 1, 12))
-        table[0] = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
-        if len(frames):
-            table[1:] = frames
-        return table[:, :9].reshape(-1, 3, 3), table[:, 9:]
-
     def shape_poses(self, q) -> Tuple[FloatArray, FloatArray]:
         """Return the robot shapes' rotations (S, 3, 3) and positions (S, 3), base frame, at q."""
-        return self._posed(q)[2:]
-
-    def _posed(self, q) -> Tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """Return each robot shape's joint frame (S, 3, 3), (S, 3) and its own pose, base frame."""
-        rot_f, org_f = self._joint_frames(q)
-        r_frame = rot_f[self._frame + 1]
-        o_frame = org_f[self._frame + 1]
-        return (r_frame, o_frame, np.einsum('sij,sjk->sik', r_frame, self._local[:, :3, :3]),
-                np.einsum('sij,sj->si', r_frame, self._local[:, :3, 3]) + o_frame)
+        return self._broad_phase(q)[:2]
 
     def _broad_phase(self, q) -> Tuple[FloatArray, FloatArray, FloatArray,
                                        Tuple[FloatArray, FloatArray]]:
@@ -419,13 +386,8 @@ class CollisionModel:
         The shapes' rotations (S, 3, 3) and positions (S, 3), m; every pair's
         distance bound (P,), m; the pairs' sphere centres ((P, 3), (P, 3)).
 
-        Compiled: one kernel call (kernels.proximity). Otherwise numpy over
-        all shapes and pairs at once (``_posed``, ``_bounds``), the same sums.
+        One kernel call (kernels.proximity.posed_bounds).
         """
-        if not self._kernels.compiled:
-            r_frame, o_frame, rot, pos = self._posed(q)
-            bound, centres = self._bounds(r_frame, o_frame)
-            return rot, pos, bound, centres
         shapes, count = len(self._robot), len(self.pairs)
         rot, pos = np.empty((shapes, 3, 3)), np.empty((shapes, 3))
         bound, ca, cb = np.empty(count), np.empty((count, 3)), np.empty((count, 3))
@@ -434,30 +396,6 @@ class CollisionModel:
             self._w_centre, self._w_radius, self._w_plane, self._w_normal, self._w_offset,
             self._pa, self._pb, rot, pos, bound, ca, cb)
         return rot, pos, bound, (ca, cb)
-
-    def _bounds(self, r_frame: FloatArray, o_frame: FloatArray
-                ) -> Tuple[FloatArray, Tuple[FloatArray, FloatArray]]:
-        """Lower bounds (P,) of every checked pair's distance, from bounding spheres, m.
-
-        ``r_frame`` (S, 3, 3) and ``o_frame`` (S, 3): each robot shape's joint
-        frame in the base frame. A half-space's bound is the sphere's signed
-        height above it. Also returned: both shapes' sphere centres (P, 3) of
-        each pair, base frame.
-        """
-        n_robot = len(self._robot)
-        centre = np.einsum('sij,sj->si', r_frame, self._centre) + o_frame
-        all_c = np.vstack([centre, self._w_centre])
-        all_r = np.concatenate([self._radius, self._w_radius])
-        ca, cb = all_c[self._pa], all_c[self._pb]
-        with np.errstate(invalid='ignore'):   # inf - inf for a half-space: replaced below
-            bound = np.linalg.norm(ca - cb, axis=1) - all_r[self._pa] - all_r[self._pb]
-        w = self._pb - n_robot
-        if self._w_plane.any():
-            plane = (w >= 0) & self._w_plane[np.maximum(w, 0)]
-            wi = w[plane]
-            bound[plane] = (np.einsum('ij,ij->i', ca[plane], self._w_normal[wi])
-                            - self._w_offset[wi] - all_r[self._pa[plane]])
-        return bound, (ca, cb)
 
     def distances(self, q, threshold, exact=None, floors=None) -> PairDistances:
         """Return checked pairs closer than ``threshold`` (m) at joints q (n,), and witnesses.
@@ -481,15 +419,10 @@ class CollisionModel:
         known = self._unknown if floors is None else np.ascontiguousarray(floors,
                                                                           dtype=np.float64)
         floors_out = np.empty(count)
-        if self._kernels.compiled:
-            near, fine = np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
-            k = self._kernels.proximity.near_pairs(bound, known, threshold, exact, near, fine,
-                                                   floors_out)
-            near, fine = near[:k], fine[:k]
-        else:
-            np.maximum(bound, known, out=floors_out)
-            near = np.flatnonzero(floors_out < threshold).astype(np.int64)
-            fine = bound[near] < exact[near]
+        near, fine = np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
+        k = self._kernels.proximity.near_pairs(bound, known, threshold, exact, near, fine,
+                                               floors_out)
+        near, fine = near[:k], fine[:k]
         if not len(near):   # free: the bounds are the answer (most queries of a tick)
             return PairDistances(near, np.empty(0), NO_POINTS, NO_POINTS, NO_POINTS, NO_ROWS,
                                  floors_out)
@@ -497,40 +430,12 @@ class CollisionModel:
         floors_out[near[fine]] = dist[fine]
         return PairDistances(near, dist, pa, pb, nrm, fine, floors_out)
 
-    def _sphere_witnesses(self, rows, centres) -> Tuple[FloatArray, FloatArray, FloatArray]:
-        """Return nearest points a, b and normals (R, 3) of pairs ``rows``' bounding spheres.
-
-        numpy's twin of kernels.proximity.sphere_witnesses.
-
-        ``centres``: the sphere centres (P, 3), (P, 3) that ``_bounds`` gave. A
-        half-space's point is the foot of the sphere's centre on its plane, the
-        normal into it.
-        """
-        ca, cb = centres[0][rows], centres[1][rows]
-        radius = np.concatenate([self._radius, self._w_radius])
-        ra, rb = radius[self._pa[rows]], radius[self._pb[rows]]
-        gap = cb - ca
-        with np.errstate(invalid='ignore', divide='ignore'):
-            normal = gap / np.linalg.norm(gap, axis=1)[:, None]
-        w = self._pb[rows] - len(self._robot)
-        if self._w_plane.any():
-            plane = (w >= 0) & self._w_plane[np.maximum(w, 0)]
-            if plane.any():
-                up = self._w_normal[w[plane]]
-                height = np.einsum('ij,ij->i', ca[plane], up) - self._w_offset[w[plane]]
-                normal[plane] = -up
-                cb = cb.copy()
-                cb[plane] = ca[plane] - height[:, None] * up
-                rb = np.where(plane, 0.0, rb)
-        normal = np.where(np.isfinite(normal), normal, 0.0)
-        return ca + ra[:, None] * normal, cb - rb[:, None] * normal, normal
-
     def _exact(self, near, fine, rot, pos, centres, bound
                ) -> Tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Return distances (K,) and points a, b and normals (K, 3) of pairs ``near`` (K,).
 
         Rows where ``fine`` (K,) is set get coal's exact answer, the others
-        their bounding spheres' (``bound`` (P,), ``centres``, ``_sphere_witnesses``).
+        their bounding spheres' (``bound`` (P,), ``centres``: kernels.proximity.sphere_witnesses).
         ``rot`` (S, 3, 3), ``pos`` (S, 3): the robot shapes' poses, base
         frame. Each shape's transform is set once per call. coal.distance
         starts every query afresh: the same configuration always gets the
@@ -560,60 +465,34 @@ class CollisionModel:
             witnesses[row, 6:9] = result.normal
         if len(rows) < k:
             coarse = ~fine
-            if self._kernels.compiled:
-                spheres = np.empty((k - len(rows), 9))
-                self._kernels.proximity.sphere_witnesses(
-                    near[coarse], centres[0], centres[1], self._radius, self._w_radius,
-                    self._w_plane, self._w_normal, self._w_offset, self._pa, self._pb, spheres)
-                witnesses[coarse] = spheres
-            else:
-                pa, pb, nrm = self._sphere_witnesses(near[coarse], centres)
-                witnesses[coarse] = np.hstack((pa, pb, nrm))
+            spheres = np.empty((k - len(rows), 9))
+            self._kernels.proximity.sphere_witnesses(
+                near[coarse], centres[0], centres[1], self._radius, self._w_radius,
+                self._w_plane, self._w_normal, self._w_offset, self._pa, self._pb, spheres)
+            witnesses[coarse] = spheres
         return dist, witnesses[:, 0:3], witnesses[:, 3:6], witnesses[:, 6:9]
 
     def gradients(self, q, near: PairDistances) -> FloatArray:
         """Return (K, n): each near pair's d(distance)/dq at q (rad^-1 m; m/m for prismatic).
 
         The nearest points move with their shapes; the distance grows at the
-        rate ``normal . (v_b - v_a)`` (normal from a toward b). All pairs at
-        once: (K, M, 3) point velocities per joint frame, masked to the frames
-        that move each shape, mapped to the free joints (mimics included).
+        rate ``normal . (v_b - v_a)`` (normal from a toward b): one kernel call
+        (kernels.proximity.distance_gradients), mimic joints through their
+        multipliers.
         """
         k = len(near.pairs)
-        n = self.chain.n
-        if k == 0:
-            return np.zeros((0, n))
-        if self._kernels.compiled:
-            grads = np.empty((k, n))
+        grads = np.empty((k, self.chain.n))
+        if k:
             self._kernels.proximity.distance_gradients(*self._gradient_args(q, near), grads)
-            return grads
-        table = np.array(self._frames_of(q)).reshape(-1, 12)
-        z = np.einsum('mij,mj->mi', table[:, :9].reshape(-1, 3, 3), self._axes)
-        origin = table[:, 9:]
-        n_robot = len(self._robot)
-        pairs = np.array([self.pairs[p] for p in near.pairs]).reshape(-1, 2)
-        rate = np.zeros((k, len(table)))
-        for side, point, sign in ((0, near.point_a, -1.0), (1, near.point_b, 1.0)):
-            shape = pairs[:, side]
-            robot = shape < n_robot
-            frame = np.where(robot, self._frame[np.minimum(shape, n_robot - 1)], -1)
-            # normal . (z x (p - o)) = (p - o) . (normal x z): one (K, M, 3) product.
-            lever = point[:, None, :] - origin[None, :, :]                  # (K, M, 3)
-            nz = _cross(near.normal[:, None, :], z[None, :, :])             # (K, M, 3)
-            along = np.where(self._prismatic[None, :],
-                             near.normal @ z.T,                              # prismatic: n . z
-                             np.einsum('kmi,kmi->km', lever, nz))
-            moves = np.arange(len(table))[None, :] <= frame[:, None]       # (K, M)
-            rate += sign * moves * along
-        return rate @ self._to_free
+        return grads
 
     def gradients_and_dip(self, q, near: PairDistances, v1: FloatArray, a_max: FloatArray
                           ) -> Tuple[FloatArray, FloatArray]:
-        """Return each near pair's gradient (K, n) at q and its braking dip (K,), m (compiled).
+        """Return each near pair's gradient (K, n) at q and its braking dip (K,), m.
 
-        :meth:`gradients` and ``guard.linearised_braking_dip`` from joint
-        velocities v1 (n,) rad/s at limits a_max (n,) rad/s^2, in one kernel
-        call (kernels.proximity.gradients_and_dip); the numba backend only.
+        :meth:`gradients` and the lowest linearised distance change while
+        braking from joint velocities v1 (n,) rad/s at limits a_max (n,)
+        rad/s^2, in one kernel call (kernels.proximity.gradients_and_dip).
         """
         k = len(near.pairs)
         grads, dip = np.empty((k, self.chain.n)), np.empty(k)
@@ -625,7 +504,7 @@ class CollisionModel:
         return grads, dip
 
     def _gradient_args(self, q, near: PairDistances) -> tuple:
-        """Return the compiled gradient kernels' arguments for pairs ``near`` at q.
+        """Return the gradient kernels' arguments for pairs ``near`` at q.
 
         The witnesses are passed C-contiguous whatever made them (the exact
         query's are column slices of one array, a merge's are whole arrays):
@@ -648,176 +527,8 @@ class CollisionModel:
         return out
 
 
-def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Return the cross products of broadcast (..., 3) arrays (np.cross's own checks cost more)."""
-    return np.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                     a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                     a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], axis=-1)
-
-
-def still_shapes(chain: Chain, frame: npt.NDArray[np.int64], local: FloatArray,
-                 kinds: Sequence[str], samples: int = STILL_SAMPLES) -> npt.NDArray[np.bool_]:
-    """Return (S,) True for each shape whose place in the base frame no joint motion changes.
-
-    Such a shape's distance to an obstacle (or to another such shape) is the
-    same in every configuration: the arm can neither open nor close it, so
-    the pair is never checked (a base sphere 75 mm inside the floor would
-    hold every configuration "in collision"). A shape is still when, at
-    seeded configurations within the limits, its pose (a sphere: its centre;
-    a cylinder: its centre and its axis, either way) stays within RIGID_TOL.
-
-    Args:
-        chain: the chain.
-        frame: (S,) each shape's joint frame index (-1: the base frame).
-        local: (S, 4, 4) each shape's pose in that frame.
-        kinds: (S,) each shape's kind (shapes.KINDS).
-        samples: configurations compared.
-
-    """
-    rng = np.random.default_rng(2)
-    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
-    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
-    still = frame < 0
-    if np.all(still):
-        return still
-    poses = []
-    for _ in range(samples):
-        table = np.array(chain.frames(rng.uniform(lower, upper).tolist())[0]).reshape(-1, 12)
-        f = np.tile(np.eye(4), (len(table) + 1, 1, 1))
-        f[1:, :3, :3] = table[:, :9].reshape(-1, 3, 3)
-        f[1:, :3, 3] = table[:, 9:]
-        poses.append(f[frame + 1] @ local)
-    first = poses[0]
-    for s, kind in enumerate(kinds):
-        if still[s]:
-            continue
-        same = True
-        for pose in poses[1:]:
-            same = same and bool(np.allclose(pose[s, :3, 3], first[s, :3, 3], atol=RIGID_TOL))
-            if kind == 'cylinder':
-                same = same and abs(float(pose[s, :3, 2] @ first[s, :3, 2])) >= 1.0 - RIGID_TOL
-            elif kind != 'sphere':
-                same = same and bool(np.allclose(pose[s, :3, :3], first[s, :3, :3],
-                                                 atol=RIGID_TOL))
-        still[s] = same
-    return still
-
-
-def always_in_contact(model: CollisionModel, samples: int = CONTACT_SAMPLES,
-                      seed: int = 0) -> List[Tuple[str, str]]:
-    """Return the self pairs of links in contact in every sampled configuration.
-
-    Configurations are uniform within the joint limits (continuous joints
-    over one turn), seeded: the same model gives the same answer.
-    """
-    chain = model.chain
-    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
-    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
-    rng = np.random.default_rng(seed)
-    candidates = {frozenset((model._name(i), model._name(j)))
-                  for i, j in model._self_pairs}
-    for _ in range(samples):
-        if not candidates:
-            break
-        near = model.distances(rng.uniform(lower, upper), 0.0)
-        touching = {frozenset(model.pair_names(p)) for p, d in zip(near.pairs, near.distance)
-                    if d <= 0.0}
-        candidates &= touching
-    return sorted(tuple(sorted(p)) for p in candidates)  # type: ignore[misc]
-
-
-def attachment(chain: Chain, pose_of, link: str, rng=None) -> Optional[Tuple[int, FloatArray]]:
-    """Return (joint frame index or -1, (4, 4) offset) fixing ``link`` to the chain.
-
-    Args:
-        chain: the chain.
-        pose_of: function (link, q) -> (4, 4) pose of the link in the base frame.
-        link: the link.
-        rng: numpy Generator of the three test configurations (default seeded).
-
-    Returns None when no joint frame holds the link rigidly (the link moves
-    with joints the chain does not drive).
-    """
-    rng = rng or np.random.default_rng(1)
-    lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
-    upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
-    qs = [rng.uniform(lower, upper) for _ in range(3)]
-    poses = [pose_of(link, q) for q in qs]
-    frames = []
-    for q in qs:
-        table, _, _ = chain.frames(q.tolist())
-        frames.append(table)
-    for m in range(-1, chain.movable):
-        offsets = []
-        for table, pose in zip(frames, poses):
-            f = np.eye(4)
-            if m >= 0:
-                f[:3, :3] = np.array(table[m][:9]).reshape(3, 3)
-                f[:3, 3] = table[m][9:]
-            offsets.append(np.linalg.solve(f, pose))
-        if all(np.allclose(o, offsets[0], atol=RIGID_TOL) for o in offsets[1:]):
-            return m, offsets[0]
-    return None
-
-
-def rigid_groups(parents: Dict[str, Tuple[str, str]]) -> Dict[str, str]:
-    """Map each link to a representative of the links joined to it by fixed joints only.
-
-    Args:
-        parents: child link -> (parent link, joint type).
-
-    """
-    def root(link: str) -> str:
-        while link in parents and parents[link][1] == 'fixed':
-            link = parents[link][0]
-        return link
-    links = set(parents) | {p for p, _ in parents.values()}
-    return {link: root(link) for link in links}
-
-
-def never_checked(parents: Dict[str, Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """Return link pairs that are one rigid body or adjacent through one movable joint."""
-    group = rigid_groups(parents)
-    members: Dict[str, List[str]] = {}
-    for link, g in group.items():
-        members.setdefault(g, []).append(link)
-    pairs = []
-    for g, links in members.items():
-        pairs += [(a, b) for a in links for b in links if a < b]
-        up = parents.get(g)
-        if up is not None:   # g's group hangs from up's group by one movable joint
-            pairs += [(a, b) for a in links for b in members[group[up[0]]]]
-    return pairs
-
-
-def check_disabled(model_links: Iterable[str], pairs: Iterable[Tuple[str, str]],
-                   source: str) -> List[Tuple[str, str]]:
-    """Return the pairs after checking both links exist; CollisionError names an unknown one."""
-    known = set(model_links)
-    out = []
-    for a, b in pairs:
-        for name in (a, b):
-            if name not in known:
-                raise CollisionError(f'{source}: link {name!r} in <disable_collisions> is not a '
-                                     f'link of the robot description')
-        out.append((a, b))
-    return out
-
-
 def _per_pair(value, count: int) -> FloatArray:
     """Return a threshold (m) as (count,) contiguous float64: a scalar repeated, an array as is."""
     if isinstance(value, np.ndarray) and value.ndim == 1:
         return np.ascontiguousarray(value, dtype=np.float64)
     return np.full(count, float(value))
-
-
-def known_floors(q, known_distance: FloatArray, known_at: FloatArray,
-                 sweep: FloatArray) -> FloatArray:
-    """Return (P,) what distances known at other joints (``known_at`` (P, n)) leave at q, m.
-
-    ``known_distance`` (P,) m (-inf: none) less the sweep bound (``sweep``
-    (P, n) m per rad) of the way from there to q (n,): numpy's twin of
-    kernels.proximity.known_floor.
-    """
-    lost = np.einsum('pn,pn->p', sweep, np.abs(q - known_at))
-    return known_distance - lost

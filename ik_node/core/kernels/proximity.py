@@ -3,11 +3,11 @@
 """Collision model kernels: shapes posed with every pair's sphere bound, and distance gradients.
 
 Loops over shapes, pairs and joint frames in the numba subset (arrays in,
-arrays written), for the compiled backend: the same sums that
-``CollisionModel``'s numpy path computes with a dozen array operations each,
-whose call overheads were most of a tick's collision cost (``ik_bench
-collision``). CPython can run them too; the numpy backend keeps the
-vectorised path, faster there, and the tests pin the compiled results to it.
+arrays written): the one source of every collision kernel. The numba
+backend compiles them; the numpy backend (numba missing, or a node's first
+ticks while the compile runs) runs the same source under CPython, slower
+(``ik_bench ticks``) and with the same answers. The tests check both
+against numpy references written apart (test/helpers/collision_reference.py).
 
 Frames: everything is in the chain's base frame. Rotations of joint frames
 are rows ``frames[f, 0:9]`` (row-major) with origins ``frames[f, 9:12]``;
@@ -262,8 +262,8 @@ def _braking_change(grads, k, v1, dec, stops, t):
 def slide_projection(x0, grads, need, slack, sweeps, out):
     """Write the x nearest x0 with ``grads @ x >= need`` (Hildreth's method, approximate).
 
-    The guard's slid goal (collision.guard.CollisionGuard._project is the
-    numpy twin: the same rows, order and updates). Rows with a zero
+    The guard's slid goal (collision.guard.slide; the tests' numpy
+    reference has the same rows, order and updates). Rows with a zero
     gradient, or whose ``grads @ x0`` clears ``need`` by ``slack`` or more,
     are left out; the others are swept at most ``sweeps`` times, until no
     multiplier changes by 1e-12 or more.
@@ -314,8 +314,7 @@ def slide_projection(x0, grads, need, slack, sweeps, out):
 def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out):
     """Write the stopping point braking from (q1, v1), and each pair's need on the way there.
 
-    The guard's (collision.guard.CollisionGuard._stop_and_need: its numpy
-    path is the twin).
+    The guard's (collision.guard.CollisionGuard._stop_and_need).
 
     Args:
         q1: (n,) joints, rad.
@@ -344,8 +343,7 @@ def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, 
                  needs_out):
     """Write the braking path from (q1, v1) in equal times, and what each piece needs.
 
-    The guard's (collision.guard.CollisionGuard._braking_path: its numpy
-    path is the twin). Each joint brakes at its own limit to rest
+    The guard's (collision.guard.CollisionGuard._braking_path). Each joint brakes at its own limit to rest
     (``v t - sign(v) a t^2 / 2`` until ``|v| / a``), within the position
     limits; the path's end is ``stop`` (stop_and_need's).
 
@@ -458,7 +456,7 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
 def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
     """Write the bounding spheres' nearest points and normals of pairs ``rows``, base frame.
 
-    CollisionModel._sphere_witnesses is the numpy twin. A half-space's
+    A half-space's
     point is the foot of the sphere's centre on its plane, the normal into
     it; two coincident centres get a zero normal.
 
@@ -571,8 +569,7 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
 def remember(q, floors, held, known_distance, known_at):
     """Keep each pair's bound at q where it is tighter than what was held there.
 
-    The guard's memory (collision.guard.CollisionGuard._near; numpy's three
-    masked assignments are the twin).
+    The guard's memory (collision.guard.KnownBounds.keep).
 
     Args:
         q: (n,) the joints the bounds hold at, rad.
