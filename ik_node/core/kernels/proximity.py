@@ -343,9 +343,9 @@ def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, 
                  needs_out):
     """Write the braking path from (q1, v1) in equal times, and what each piece needs.
 
-    The guard's (collision.guard.CollisionGuard._braking_path). Each joint brakes at its own limit to rest
-    (``v t - sign(v) a t^2 / 2`` until ``|v| / a``), within the position
-    limits; the path's end is ``stop`` (stop_and_need's).
+    The guard's (collision.guard.CollisionGuard._braking_path). Each joint
+    brakes at its own limit to rest (``v t - sign(v) a t^2 / 2`` until
+    ``|v| / a``), within the position limits; the path's end is ``stop`` (stop_and_need's).
 
     Args:
         q1: (n,) joints, rad.
