@@ -37,6 +37,7 @@ from ik_node.core.ik.closed_form.base import BRANCH_ORDERS, BRANCHES, check_plan
     POSITION_TOL_M, REACH_TOL_M, SRSModel, zero_geometry
 from ik_node.core.ik.closed_form.near_srs import NEAR_SRS_BOUND_M, nearest_srs_model, \
     NearSRSPolish, POLISH_ITERATIONS, POLISH_TOL, RESCUE_BUDGET_S
+from ik_node.core.ik.closed_form.swivel import SwivelIntervals
 from ik_node.core.ik.jacobian import JacobianIK
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels import srs as srs_kernels
@@ -54,19 +55,6 @@ FloatArray = npt.NDArray[np.float64]
 STRETCHED_RADIUS = 0.05
 SWIVEL_SEARCH_GRID = 24
 SWIVEL_SEARCH_STEPS = 40
-# Grid of swivel angles on which joint-limit crossings are bracketed, then
-# refined by bisection to BISECTION_STEPS halvings (2 pi / 720 / 2^45 < 1e-15).
-SWIVEL_GRID = 720
-BISECTION_STEPS = 45
-# Near a wrist or shoulder singularity a joint turns by up to pi within a
-# fraction of a grid step, and can pass beyond its limit and back between two
-# samples (a sweep found q5 crossing +-pi, 0.35 rad outside the iiwa's
-# limits, between two samples within them). Cells where a joint moves more
-# than this (rad) are split in SWIVEL_SPLIT, up to SWIVEL_SPLIT_LEVELS times
-# (down to 2 pi / 720 / 8^8 ~ 5e-10 rad of swivel).
-SWIVEL_MAX_STEP = 0.05
-SWIVEL_SPLIT = 8
-SWIVEL_SPLIT_LEVELS = 8
 # Motion toward a target out of reach stops with the elbow this far from
 # straight (rad; the iiwa14's wrist 4 mm inside its reach), on the side it is
 # on (aim_within_reach). At a straight elbow its side is undefined: coming back
@@ -152,6 +140,7 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
         # Scratch rows of the kernels, made once (a solver is used by one thread at a time).
         self._every, self._frames = self._rows(8, 7), self._rows(7, 12)
         self._zeros = np.zeros(7)
+        self._intervals = SwivelIntervals(self._solve_batch, model.lower, model.upper)
 
     @classmethod
     def from_chain(cls, chain: Chain, backend: str = 'auto',
@@ -294,94 +283,21 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
     def feasible_swivel(self, T_target, branch: Sequence[int]) -> List[Tuple[float, float]]:
         """Swivel-angle intervals in which ``branch`` stays within every joint limit.
 
-        Each joint angle is a smooth function of psi on a branch; its crossings of
-        the limits are bracketed on a grid of SWIVEL_GRID angles, finer where a
-        joint turns fast (_swivel_samples), and refined by bisection (Shimizu
-        et al. 2008 solve the same crossings in closed form).
-
         Args:
             T_target: (4, 4) tip pose in the base frame.
             branch: (elbow, shoulder, wrist) signs, each +1 or -1.
 
         Returns:
             Sorted, disjoint (start, end) intervals in [-pi, pi], radians; empty
-            when the target is out of reach or no swivel angle is feasible.
+            when the target is out of reach or no swivel angle is feasible
+            (:class:`ik_node.core.ik.closed_form.swivel.SwivelIntervals`).
 
         """
         target = check_pose(T_target)
         signs = self._check_branch(branch)
         if abs(self._reach_gaps(target[None])[0]) > REACH_TOL_M:
             return []
-        grid, q = self._swivel_samples(target, signs)
-        # The repeated inputs are built once; the bisection passes leading
-        # slices (still contiguous: no copy per step).
-        repeated = (np.repeat(target[None], grid.size, axis=0),
-                    np.repeat(signs[None], grid.size, axis=0), np.zeros(grid.size))
-        margin = self._limit_margins(q)
-        inside = margin >= 0.0
-        if inside.all():
-            return [(-math.pi, math.pi)]
-        edges = np.flatnonzero(inside[:-1] != inside[1:])
-        lo, hi = grid[edges].copy(), grid[edges + 1].copy()
-        lo_inside = inside[edges]
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            mid_inside = self._margin(mid, *(a[:mid.size] for a in repeated)) >= 0.0
-            same = mid_inside == lo_inside
-            lo = np.where(same, mid, lo)
-            hi = np.where(same, hi, mid)
-        # Boundary i: psi where feasibility changes; entering when lo side is out.
-        bounds = [(float(lo[i]) if lo_inside[i] else float(hi[i]), bool(not lo_inside[i]))
-                  for i in range(len(edges))]
-        intervals = []
-        start = -math.pi if inside[0] else None
-        for value, entering in bounds:
-            if entering:
-                start = value
-            elif start is not None:
-                intervals.append((start, value))
-                start = None
-        if start is not None:
-            intervals.append((start, math.pi))
-        return intervals
-
-    def _swivel_samples(self, target: FloatArray,
-                        signs: FloatArray) -> Tuple[FloatArray, FloatArray]:
-        """Swivel angles (K,) in [-pi, pi], rad, sorted, and the branch's joints there (K, 7).
-
-        SWIVEL_GRID even steps; cells where a joint turns by more than
-        SWIVEL_MAX_STEP are split (SWIVEL_SPLIT, SWIVEL_SPLIT_LEVELS times at
-        most): a limit crossed and crossed back within a cell is then seen at
-        a sample.
-        """
-        grid = np.linspace(-np.pi, np.pi, SWIVEL_GRID + 1)
-        for level in range(SWIVEL_SPLIT_LEVELS + 1):
-            count = grid.size
-            q = self._solve_batch(np.repeat(target[None], count, axis=0), grid,
-                                  np.repeat(signs[None], count, axis=0), np.zeros(count),
-                                  np.zeros(count))
-            turn = np.abs((np.diff(q, axis=0) + np.pi) % (2.0 * np.pi) - np.pi)
-            fast = np.flatnonzero(np.max(turn, axis=1) > SWIVEL_MAX_STEP)
-            if fast.size == 0 or level == SWIVEL_SPLIT_LEVELS:
-                break
-            width = grid[fast + 1] - grid[fast]
-            inner = np.arange(1, SWIVEL_SPLIT) / SWIVEL_SPLIT
-            grid = np.sort(np.concatenate([grid, (grid[fast, None]
-                                                  + width[:, None] * inner).ravel()]))
-        return grid, q
-
-    def _margin(self, psi: FloatArray, targets: FloatArray, signs: FloatArray,
-                zeros: FloatArray) -> FloatArray:
-        """Smallest distance to a limit over the joints, (K,), for swivel angles psi (K,).
-
-        ``targets`` (K, 4, 4), ``signs`` (K, 3) and ``zeros`` (K,) repeat one
-        pose and one branch.
-        """
-        return self._limit_margins(self._solve_batch(targets, psi, signs, zeros, zeros))
-
-    def _limit_margins(self, q: FloatArray) -> FloatArray:
-        """Smallest distance to a limit over the joints (K,) of joint vectors q (K, 7), rad."""
-        return np.min(np.minimum(q - self.model.lower, self.model.upper - q), axis=1)
+        return self._intervals.of(target, signs)
 
     def _check_branch(self, branch) -> FloatArray:
         signs = np.asarray(branch, dtype=np.float64)
