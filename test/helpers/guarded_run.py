@@ -74,6 +74,11 @@ class Run:
         self._start_near = True
         self.closest = []   # (distance, time, q) of the closest samples
 
+    @property
+    def blocked(self):
+        """Return what holds the arm now (the step's HoldReport: a guard.Blocked), or None."""
+        return self.tracker.stepper.report.blocked
+
     def certify(self, xml):
         """Certify the run's closest samples by the oracle (:func:`certify`); none: nothing."""
         if self.closest:

@@ -313,8 +313,8 @@ def test_targets_into_itself_keep_the_meshes_apart_at_the_hardware_rate(where):
     assert lowest >= MARGIN - SLACK, lowest
     assert lowest < 0.05, 'the target was meant to bring the arm near itself'
     # Held at the margin, the guard names the pair that holds it.
-    assert guard.last_hold is not None and all(
-        name.startswith('panda_') for name in guard.last_hold.pair), guard.last_hold
+    last = session.tracker.stepper.report.last_hold
+    assert last is not None and all(name.startswith('panda_') for name in last.pair), last
 
 
 def test_the_node_loads_it_and_holds_the_arm_off_itself_over_dds():

@@ -66,7 +66,7 @@ def test_targets_and_twists_among_obstacles_keep_the_margin_at_the_hardware_rate
         run.go(8.0, until=lambda: np.all(run.tracker.v == 0.0) and run.stream.at_rest())
         if free:
             err = np.linalg.norm(chain.forward(run.tracker.q)[:3, 3] - goal[:3, 3])
-            assert err < 1e-3 or run.guard.blocked is not None, err
+            assert err < 1e-3 or run.blocked is not None, err
         # 2. A target inside an obstacle (or, with none, into the arm's own base).
         inside = tip.copy()
         inside[:3, 3] = (next(iter(obstacles.values()))[0].pose[:3, 3] if obstacles else
@@ -141,8 +141,8 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
         behind = start.copy()
         behind[:3, 3] += [0.2, 0.0, -0.2]   # reachable, 12 cm beyond the wall's centre plane
         run.session.target(0.0, behind)
-        run.go(4.0, until=lambda: run.guard.blocked is not None)
-        assert run.guard.blocked is not None and 'wall' in run.guard.blocked.pair
+        run.go(4.0, until=lambda: run.blocked is not None)
+        assert run.blocked is not None and 'wall' in run.blocked.pair
         run.go(2.0)   # at the margin by now, still pushed toward the wall
         for _ in range(250):
             run.go(PERIOD)
@@ -157,7 +157,7 @@ def test_an_arm_held_at_an_obstacle_is_reported_held_at_every_tick_until_it_is_l
         run.session.target(run.now, back)
         run.go(6.0, until=lambda: run.session.arrival(run.now).verdict == Verdict.ARRIVED)
         assert run.session.arrival(run.now).verdict == Verdict.ARRIVED
-        assert run.guard.blocked is None
+        assert run.blocked is None
     finally:
         model.set_obstacles({})
 

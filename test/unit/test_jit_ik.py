@@ -223,12 +223,13 @@ a = np.full(chain.n, 5.0)
 for _ in range(40):   # steps of every size near the ball: admitted, refused, slid
     v = rng.uniform(-1.0, 1.0, chain.n)
     q1 = q + 0.004 * v
-    if guard.admits(q, q1, v, a, chain.lower, chain.upper):
+    refusal = guard.judge(q, q1, v, a, chain.lower, chain.upper)
+    if refusal is None:
         q = q1
     else:
-        guard.slid_goal(q, q1)
+        guard.slid_goal(q, q1, refusal)
         jac = chain.jacobian(q)   # a pose goal is slid in the tip's metric
-        guard.slid_goal(q, q1, jac.T @ jac + 1e-4 * np.eye(chain.n))
+        guard.slid_goal(q, q1, refusal, jac.T @ jac + 1e-4 * np.eye(chain.n))
     follow(chain, q, chain.forward(q1), 3, compiled_follow)   # the local steps of a tick
 # Witnesses as the exact query makes them (column slices) and as a merge of
 # queries does (whole arrays): one machine code for both.

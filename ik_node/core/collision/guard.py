@@ -26,8 +26,11 @@ pair's linearised distance ends at the margin plus ``SLIDE_CLEARANCE``.
 (the caller, MotionTracker._step, tries the limiting step toward it, then
 the step along the straight line to it). When that is refused too, the step
 brakes toward rest at the limits (the caller's braking step, which by the
-stopping-point rule keeps the margin). :attr:`blocked` names the pair and
-its distance until the steps have gone free for HOLD_REPORTED_FOR.
+stopping-point rule keeps the margin). The guard's answer is a verdict:
+None (admitted) or a :class:`Refusal` (where, the pairs near there, the
+one that ends too close), which the slide starts from and the caller's
+report names (:meth:`CollisionGuard.hold`); the guard keeps no state about
+steps, only caches of distances.
 
 Cost: what a tick needs and no more. Each pair's last lower bound (its
 exact distance, or its bounding spheres' gap) is remembered with the
@@ -37,13 +40,16 @@ pair's distance now. Pairs are posed and computed only when a bound drops
 below what the step needs of them, and only those pairs get coal's exact
 distance: free space costs one pass of a kernel over the pairs. Along one
 braking path, bounds learnt at its points are also kept with the path's own
-sweep bound (:class:`PathBounds`), which loses less between them.
+sweep bound (``bounds.PathBounds``), which loses less between them. The caches
+never change a decision: a guard that learnt answers as a fresh one (a test
+holds them to that).
 """
 
 from dataclasses import dataclass
 import math
 from typing import Optional, Tuple
 
+from ik_node.core.collision.bounds import KnownBounds, PathBounds
 from ik_node.core.collision.model import CollisionModel, PairDistances
 import numpy as np
 import numpy.typing as npt
@@ -68,10 +74,6 @@ MAX_PATH_PIECES = 8
 # Pairs farther than the margin plus this (m) are judged by their bounding
 # spheres (a lower bound of the distance) when a braking path may reach them.
 EXACT_REACH = 0.1
-# A hold stays reported (blocked, the WARN level) until the steps have gone
-# free for this long, s: at the margin, slid and free steps alternate, and a
-# status sampled at 1 Hz would flicker between them.
-HOLD_REPORTED_FOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,22 @@ class Blocked:
     pair: Tuple[str, str]
     distance: float
     action: str   # 'slid' or 'braked'
+
+
+@dataclass(frozen=True, eq=False)
+class Refusal:
+    """A step the guard refused (its verdict; None admits).
+
+    Attributes:
+        config: (n,) the joints on the braking path where a pair ends too close, rad.
+        near: the pairs near there and their distances (PairDistances).
+        row: the row of ``near`` whose pair ends below what it is allowed.
+
+    """
+
+    config: FloatArray
+    near: PairDistances
+    row: int
 
 
 class CollisionGuard:
@@ -96,10 +114,6 @@ class CollisionGuard:
         """Keep the model and margin; nothing is computed until the first step."""
         self.model = model
         self.margin = float(margin)
-        self.blocked: Optional[Blocked] = None
-        self.last_hold: Optional[Blocked] = None   # the newest hold, kept when free again
-        self.holds = 0   # steps slid or braked since start
-        self._free_for = 0.0   # s of free steps since the last hold
         self._generation = 0   # counts changes of the world, margin or pairs
         self.changed()
 
@@ -140,7 +154,7 @@ class CollisionGuard:
     # -- distances --------------------------------------------------------------
 
     def _near(self, q: FloatArray, need: Optional[FloatArray] = None,
-              path: Optional['PathBounds'] = None) -> Optional[PairDistances]:
+              path: Optional[PathBounds] = None) -> Optional[PairDistances]:
         """Return the pairs closer than ``need`` at q (None: no pair is).
 
         ``need``: (P,) per checked pair (None: the margin), m: the margin plus
@@ -183,7 +197,12 @@ class CollisionGuard:
 
     def admits(self, q: FloatArray, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
                lower: FloatArray, upper: FloatArray) -> bool:
-        """Return True when the step from q to (q1, v1) keeps the margin (module doc).
+        """Return True when the step from q to (q1, v1) keeps the margin (``judge`` admits it)."""
+        return self.judge(q, q1, v1, a_max, lower, upper) is None
+
+    def judge(self, q: FloatArray, q1: FloatArray, v1: FloatArray, a_max: FloatArray,
+              lower: FloatArray, upper: FloatArray) -> Optional[Refusal]:
+        """Return None when the step from q to (q1, v1) keeps the margin, else the Refusal.
 
         Args:
             q: (n,) the command now.
@@ -206,7 +225,7 @@ class CollisionGuard:
         # with one). Each start lists only the pairs its own piece may reach;
         # q1 is judged first: most refusals are found there.
         if self._clear(q1, need):   # no pair can come inside the margin on the way
-            return True
+            return None
         # The same bound made tighter for this path: arms measured at q1.
         sweep = self.model.path_sweep(q1, np.abs(stop - q1))
         pieces = self._path_pieces(self._need_between(q1, stop, sweep))
@@ -214,36 +233,35 @@ class CollisionGuard:
                                                     pieces)
         path = PathBounds(sweep, len(self.model.pairs), len(q1))
         for k in range(pieces):
-            if not self._keeps(configs[k], speeds[k], self._near(configs[k], needs[k], path),
-                               q, a_max):
-                return False
-        return self._keeps(stop, None, self._near(stop, None, path), q, a_max)
+            refusal = self._refusal(configs[k], speeds[k],
+                                    self._near(configs[k], needs[k], path), q, a_max)
+            if refusal is not None:
+                return refusal
+        return self._refusal(stop, None, self._near(stop, None, path), q, a_max)
 
-    def _keeps(self, config: FloatArray, v: Optional[FloatArray], near: Optional[PairDistances],
-               q: FloatArray, a_max: FloatArray) -> bool:
-        """Return True when no near pair at config, braking from v, ends below what q allows.
+    def _refusal(self, config: FloatArray, v: Optional[FloatArray],
+                 near: Optional[PairDistances], q: FloatArray,
+                 a_max: FloatArray) -> Optional[Refusal]:
+        """Return the Refusal of a near pair at config that, braking from v, ends too close.
 
         Each pair is judged by its distance at config and its linearised
         dip while the joints brake from v (None or zero: at rest), against
         the margin, or less for a pair already inside it at q, the command
         now (``_allowed_at``, asked only when a pair ends inside the margin).
-        A refusal is kept for the slide (``slid_goal``) and the report.
+        None: every pair keeps what it must.
         """
         if near is None:
-            return True
+            return None
         low = near.distance
         if v is not None and np.any(v != 0.0):
             low = np.minimum(low, near.distance + self._braking_dip(config, v, a_max, near))
         # What q allows is at most the margin: rows at or above it keep it.
         inside = np.flatnonzero(low < self.margin - DISTANCE_TOL)
         if not inside.size:
-            return True
+            return None
         allowed = self._allowed_at(q)[near.pairs[inside]]
         short = inside[low[inside] < allowed - DISTANCE_TOL]
-        if short.size:
-            self._refused = (config, near, int(short[0]))
-            return False
-        return True
+        return Refusal(config, near, int(short[0])) if short.size else None
 
     def _allowed_at(self, q: FloatArray) -> FloatArray:
         """Return (P,) each pair's least allowed distance from q on, m (kept for the last q).
@@ -334,12 +352,13 @@ class CollisionGuard:
             last = self._last_gradients = (near, self.model.gradients(q, near))
         return last[1]
 
-    def slid_goal(self, q: FloatArray, goal: FloatArray,
+    def slid_goal(self, q: FloatArray, goal: FloatArray, refusal: Refusal,
                   metric: Optional[FloatArray] = None) -> Optional[FloatArray]:
         """Return the goal (n,) moved so that the way from q keeps near pairs outside the margin.
 
-        Linearised at the configuration where the last refusal was found (q1
-        or its stopping point). None when the goal is not finite (a brake).
+        Linearised at the configuration where ``refusal`` (judge's verdict on
+        the step toward the goal) was found: q1 or a point of its braking
+        path. None when the goal is not finite (a brake).
         ``metric``: (n, n) symmetric positive definite, the displacement is
         moved least in ``x^T metric x`` (the tip's: J^T W J + lambda I, so the
         tip slides along the surface toward its target); None: Euclidean in
@@ -347,7 +366,7 @@ class CollisionGuard:
         """
         if not np.all(np.isfinite(goal)):
             return None
-        config, near, row = self._refused
+        config, near = refusal.config, refusal.near
         grads = self._gradients(config, near)
         # d(q + x) ~ d(config) + g (q + x - config) >= margin + clearance
         need = (self.margin + SLIDE_CLEARANCE - near.distance
@@ -363,102 +382,11 @@ class CollisionGuard:
             x = np.linalg.solve(lower.T, x)
         return q + x
 
-    def note_held(self, action: str) -> None:
-        """Record that the step was held: ``action`` is 'slid' or 'braked'."""
-        config, near, row = self._refused
-        self.blocked = Blocked(self.model.pair_names(int(near.pairs[row])),
-                               float(near.distance[row]), action)
-        self.last_hold = self.blocked
-        self.holds += 1
-        self._free_for = 0.0
-
-    def note_free(self, dt: float) -> None:
-        """Record a step of dt seconds that went as proposed (nothing held it).
-
-        :attr:`blocked` is cleared once the steps have gone free for
-        HOLD_REPORTED_FOR seconds.
-        """
-        self._free_for += dt
-        if self._free_for >= HOLD_REPORTED_FOR:
-            self.blocked = None
-
-
-class KnownBounds:
-    """Lower bounds of pair distances learnt at joint configurations, carried by a sweep bound.
-
-    Each pair's last bound (m; -inf: none) and the joints where it held; less
-    ``sweep @ |q - there|`` it bounds the pair's distance at q (kernels.proximity
-    ``known_floors`` and ``remember``, on the model's backend).
-
-    Args:
-        sweep: (P, n) a sweep bound valid on the ways it is used for, m per rad
-            (m per m): the model's for any way, a path's between its points.
-        pairs: P, the model's checked pairs.
-        n: the joints.
-
-    """
-
-    def __init__(self, sweep: FloatArray, pairs: int, n: int):
-        """Start with nothing learnt (every bound -inf)."""
-        self.sweep = sweep
-        self.distance = np.full(pairs, -math.inf)   # (P,) m
-        self.at = np.zeros((pairs, n))                # (P, n) where each was learnt
-
-    def floors_at(self, kernels, q: FloatArray, need: FloatArray, out: FloatArray) -> bool:
-        """Write what the bounds leave at q into ``out`` (P,), m; return True if all >= need.
-
-        ``kernels``: the model's backend. ``need`` (P,) m.
-        """
-        return bool(kernels.proximity.known_floors(np.ascontiguousarray(q, dtype=np.float64),
-                                                   self.distance, self.at, self.sweep, need, out))
-
-    def keep(self, kernels, q: FloatArray, floors: FloatArray, held: FloatArray) -> None:
-        """Keep the bounds ``floors`` (P,) m computed at q where they beat what was held there.
-
-        ``held`` (P,) m: what the kept bounds left at q (``floors_at``).
-        """
-        kernels.proximity.remember(np.ascontiguousarray(q, dtype=np.float64), floors, held,
-                                   self.distance, self.at)
-
-
-class PathBounds(KnownBounds):
-    """Lower bounds of pair distances learnt along one braking path, lost at the path's sweep.
-
-    The guard's memory holds bounds learnt anywhere, so it discounts them by
-    the model's static sweep bound (``CollisionModel.sweep``) times the joints'
-    travel. Bounds learnt at the points of one braking path and used at its
-    other points can be discounted by the path's own bound (``path_sweep``,
-    on the xarm7 0.66 as large): the way between two of its points is part
-    of the path, and each joint moves one way on it.
-
-    Args:
-        sweep: (P, n) the path's sweep bound, m per rad (m per m).
-        pairs: P, the model's checked pairs.
-        n: the joints.
-
-    """
-
-    def __init__(self, sweep: FloatArray, pairs: int, n: int):
-        """Start with nothing learnt (every bound -inf)."""
-        super().__init__(sweep, pairs, n)
-        self._held = np.full(pairs, -math.inf)   # what they leave at the last q asked
-        self._learnt = False
-
-    def tighten(self, kernels, q: FloatArray, need: FloatArray, floors: FloatArray) -> bool:
-        """Raise ``floors`` (P,) at q, a point of the path, to what was learnt; True if >= need.
-
-        ``kernels``: the model's backend. ``need`` (P,) m.
-        """
-        if not self._learnt:   # nothing to add (the path's first point)
-            return False
-        self.floors_at(kernels, q, need, self._held)
-        np.maximum(floors, self._held, out=floors)
-        return bool(np.all(floors >= need))
-
-    def learn(self, kernels, q: FloatArray, floors: FloatArray) -> None:
-        """Keep bounds ``floors`` (P,) m computed at q where tighter (after ``tighten`` at q)."""
-        self._learnt = True
-        self.keep(kernels, q, floors, self._held)
+    def hold(self, refusal: Refusal, action: str) -> Blocked:
+        """Return what held a step: the refused pair, its distance, ``action`` (slid, braked)."""
+        near, row = refusal.near, refusal.row
+        return Blocked(self.model.pair_names(int(near.pairs[row])), float(near.distance[row]),
+                       action)
 
 
 def slide(kernels, x0: np.ndarray, grads: np.ndarray, need: np.ndarray) -> FloatArray:

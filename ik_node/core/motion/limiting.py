@@ -19,7 +19,7 @@ Joints are (n,) arrays in chain order: rad (m for prismatic), rad/s, rad/s^2.
 import time as _time
 from typing import Iterator, Optional, Tuple
 
-from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.collision.guard import Blocked, CollisionGuard
 from ik_node.core.kernels import limits
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import ROT_WEIGHT_M
@@ -44,6 +44,41 @@ TIP_SPEED_SHARE = 0.99
 # m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a
 # redundant arm's self-motion) cost this little.
 SLIDE_DAMPING = 1e-4
+# A hold stays reported (blocked, the WARN level) until the steps have gone
+# free for this long, s: at the margin, slid and free steps alternate, and a
+# status sampled at 1 Hz would flicker between them.
+HOLD_REPORTED_FOR = 0.25
+
+
+class HoldReport:
+    """What held the joint command's steps lately: the guard's refusals, slid or braked.
+
+    Attributes:
+        blocked: what holds the arm now (a guard.Blocked: pair, distance,
+            action), None once the steps have gone free for HOLD_REPORTED_FOR s.
+        last_hold: the newest hold, kept when free again (None: none yet).
+        holds: steps slid or braked since the guard came.
+
+    """
+
+    def __init__(self):
+        """Nothing held yet."""
+        self.blocked: Optional[Blocked] = None
+        self.last_hold: Optional[Blocked] = None
+        self.holds = 0
+        self._free_for = 0.0   # s of free steps since the last hold
+
+    def held(self, blocked: Blocked) -> None:
+        """Record a step held by ``blocked``."""
+        self.blocked = self.last_hold = blocked
+        self.holds += 1
+        self._free_for = 0.0
+
+    def free(self, dt: float) -> None:
+        """Record a step of dt seconds that went as proposed (nothing held it)."""
+        self._free_for += dt
+        if self._free_for >= HOLD_REPORTED_FOR:
+            self.blocked = None
 
 
 class LimitingStep:
@@ -61,6 +96,7 @@ class LimitingStep:
         a_next: (n,) lowered limits that apply once the joints rest, or None.
         kernels: the backend's limits kernels.
         guard: the collision constraint (None: nothing checked).
+        report: what held the steps lately (a HoldReport; new with each guard).
 
     """
 
@@ -72,6 +108,7 @@ class LimitingStep:
         self.a_next: Optional[FloatArray] = None
         self.kernels = kernels
         self.guard: Optional[CollisionGuard] = None
+        self.report = HoldReport()
         self.costs = costs
 
     def use_accelerations(self, limits: FloatArray, at_rest: bool) -> None:
@@ -198,17 +235,18 @@ class LimitingStep:
         """Return the step (q1, v1) if the guard admits it, else the slid or braking one."""
         guard, c = self.guard, self.chain
         assert guard is not None
-        if guard.admits(q, q1, v1, self.a_max, c.lower, c.upper):
-            guard.note_free(dt)
+        refusal = guard.judge(q, q1, v1, self.a_max, c.lower, c.upper)
+        if refusal is None:
+            self.report.free(dt)
             return q1, v1
-        slid = guard.slid_goal(q, goal, self.task_metric(q) if in_task else None)
+        slid = guard.slid_goal(q, goal, refusal, self.task_metric(q) if in_task else None)
         if slid is not None:
             slid = np.clip(slid, c.lower, c.upper)
             for q2, v2 in self._slid_steps(q, v, slid, dt, speeds):
                 if guard.admits(q, q2, v2, self.a_max, c.lower, c.upper):
-                    guard.note_held('slid')
+                    self.report.held(guard.hold(refusal, 'slid'))
                     return q2, v2
-        guard.note_held('braked')
+        self.report.held(guard.hold(refusal, 'braked'))
         return self.limited(q, v, np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
 
     def task_metric(self, q: FloatArray) -> FloatArray:

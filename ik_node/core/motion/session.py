@@ -269,9 +269,10 @@ class MotionSession:
             k = int(np.argmin(lowest.distance))
             a, b = model.pair_names(int(lowest.pairs[k]))
             closest = (a, b, float(lowest.distance[k]))
+        report = self.tracker.stepper.report
         return CollisionSummary(guard.margin, len(model.obstacles), len(model.pairs),
-                                guard.holds, model.backend, closest, guard.blocked,
-                                guard.last_hold)
+                                report.holds, model.backend, closest, report.blocked,
+                                report.last_hold)
 
     def use_chain(self, chain: Chain, solver: IKSolver, q0: FloatArray, now: float, jerk,
                   feedback: Optional[FeedbackPolicy] = None) -> None:

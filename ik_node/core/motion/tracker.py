@@ -43,7 +43,7 @@ from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedforward import GoalVelocity
 from ik_node.core.motion.goals import GoalSelector
-from ik_node.core.motion.limiting import LimitingStep
+from ik_node.core.motion.limiting import HoldReport, LimitingStep
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
@@ -145,6 +145,7 @@ class MotionTracker:
     def guard(self, guard: Optional[CollisionGuard]) -> None:
         """Check every step against ``guard``; the worker prefers free solutions (None: none)."""
         self.stepper.guard = guard
+        self.stepper.report = HoldReport()
         self.goals.guard = guard
 
     @property
@@ -183,7 +184,7 @@ class MotionTracker:
         Default: the last command (a session passes what its plan holds now:
         MotionSession.arrival).
         """
-        blocked = None if self.guard is None else self.guard.blocked
+        blocked = self.stepper.report.blocked
         return self.recovery.arrival(self.q if q is None else q, self.v if v is None else v,
                                      self.target, self.mode, self.goals.target_result,
                                      blocked, self.time)
@@ -445,7 +446,7 @@ class MotionTracker:
         A route that took the arm to the goal held ends the trajectory (its
         samples are the target from now on, the goal held for it).
         """
-        blocked = None if self.guard is None else self.guard.blocked
+        blocked = self.stepper.report.blocked
         action = self.recovery.watch(self.goals, time, self.q, self.v, goal, source,
                                      self.target, self.pole,
                                      self.stepper.stopping_point(self.q, self.v), blocked,
