@@ -63,19 +63,27 @@ def compile_kernels(chain: Chain, solver_name: str, q0, config: TrackerConfig) -
 
 
 def compile_collision_kernels(chain: Chain, q0) -> None:
-    """Run the collision kernels once: a sphere on two frames and a box, the guard's kernels.
+    """Run the guarded step's paths once, through the calls a tick makes: nothing listed by hand.
 
-    The kernels (kernels.proximity, the frames' forward kinematics) are
-    compiled per argument types, not per geometry: any model of a chain of
-    as many joints runs the same machine code. Nothing when coal (optional:
+    A sphere on the first and the last joint frame and a box at the tip;
+    a guard whose margin holds every pair inside it judges a step from q0
+    (n,) rad and its reverse, moving and at rest (some are refused: the
+    braking path, its pieces, the remembered bounds), slides the goal (both
+    metrics) and
+    judges with no margin (the remembered bounds clear it). The kernels
+    compile per argument types, not per geometry: any model of a chain of
+    as many joints runs the same machine code; a test runs a tick after
+    this and finds nothing left to compile. Nothing when coal (optional:
     collision checking needs it) is missing.
     """
     try:
         import coal  # noqa: F401 - CollisionModel imports it when built
     except ImportError:
         return
+    from ik_node.core.collision.guard import CollisionGuard
     from ik_node.core.collision.model import Body, CollisionModel
     from ik_node.core.collision.shapes import checked_shape
+    q0 = np.asarray(q0, dtype=np.float64)
     ball = (checked_shape('sphere', (0.05,), source='warm-up'),)
     bodies = [Body('warm_first', 0, np.eye(4), ball), Body('warm_last', chain.n - 1, np.eye(4),
                                                            ball)]
@@ -85,30 +93,19 @@ def compile_collision_kernels(chain: Chain, q0) -> None:
     model.set_obstacles({'warm': (checked_shape('box', (0.1, 0.1, 0.1), box,
                                                 source='warm-up'),)})
     model.distances(q0, 10.0, -1.0)   # every pair by its bounding spheres' witnesses
-    near = model.distances(q0, 10.0)
-    grads = model.gradients(q0, near)
-    # The guard's remembered bounds, with the argument types a tick passes.
-    pairs = len(model.pairs)
-    model.kernels.proximity.known_floors(np.asarray(q0, dtype=np.float64), near.floors,
-                                         np.zeros((pairs, chain.n)), model.sweep,
-                                         np.full(pairs, 0.01), np.empty(pairs))
-    model.kernels.proximity.remember(np.asarray(q0, dtype=np.float64), near.floors,
-                                     np.full(pairs, -np.inf), np.full(pairs, -np.inf),
-                                     np.zeros((pairs, chain.n)))
-    # The guard's gradients with braking dips, with the argument types a tick passes.
-    model.gradients_and_dip(q0, near, np.full(chain.n, 0.5), np.full(chain.n, 5.0))
-    # The guard's path sweep, with the argument types a tick passes.
-    model.path_sweep(q0, np.full(chain.n, 0.1))
-    # The guard's stopping point, braking path and slid goal, with a tick's argument types.
-    model.kernels.proximity.stop_and_need(
-        np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),
-        chain.lower, chain.upper, model.sweep, 0.01, np.empty(chain.n), np.empty(pairs))
-    model.kernels.proximity.braking_path(
-        np.asarray(q0, dtype=np.float64), np.full(chain.n, 0.5), np.full(chain.n, 5.0),
-        chain.lower, chain.upper, np.asarray(q0, dtype=np.float64), model.sweep, 0.01,
-        np.empty((3, chain.n)), np.empty((2, chain.n)), np.empty((2, pairs)))
-    model.kernels.proximity.slide_projection(np.zeros(chain.n), grads, np.zeros(len(grads)),
-                                             0.01, 15, np.empty(chain.n))
+    guard = CollisionGuard(model, 10.0)   # every pair inside the margin
+    a_max, lower, upper = np.full(chain.n, 5.0), chain.lower, chain.upper
+    for v in (np.full(chain.n, 0.5), np.full(chain.n, -0.5)):
+        q1 = np.clip(q0 + 0.01 * v, lower, upper)
+        # Moving (braking dips with the gradients) and arriving at rest (gradients alone).
+        for v1 in (v, np.zeros(chain.n)):
+            guard.changed()   # nothing remembered: each judged afresh
+            refusal = guard.judge(q0, q1, v1, a_max, lower, upper)
+            if refusal is not None:
+                guard.slid_goal(q0, q1, refusal)
+                guard.slid_goal(q0, q1, refusal, np.eye(chain.n))
+    guard.set_margin(0.0)
+    guard.judge(q0, q0, np.zeros(chain.n), a_max, lower, upper)
 
 
 def die_with_parent() -> Callable[[], None]:
