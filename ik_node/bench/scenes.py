@@ -121,17 +121,22 @@ def free_target(arm: Arm, rng: np.random.Generator, spread: float = 1.0,
 
 
 def session(arm: Arm, worker=None, margin: float = MARGIN,
-            guarded: bool = True) -> MotionSession:
+            guarded: bool = True, backend: str = 'auto') -> MotionSession:
     """Return the node's motion session on the arm (joint_states output, its default rate).
 
     The kernels are loaded (compiled, from the cache) and the solver warmed
     up at the start pose, and what was built is kept out of the garbage
-    collector's passes, as the node does before its first tick.
+    collector's passes, as the node does before its first tick. ``backend``
+    'numpy': the kernels' sources run by CPython (a node while its first
+    compile runs, or without numba).
     """
-    compile_kernels(arm.chain, 'auto', arm.q0, TrackerConfig())
-    solver = make_solver(arm.chain, 'auto')
+    if backend != 'numpy':
+        compile_kernels(arm.chain, 'auto', arm.q0, TrackerConfig())
+    arm.model.set_backend(backend)
+    solver = make_solver(arm.chain, 'auto', backend=backend)
     solver.warm_up(arm.q0)
-    tracker = MotionTracker(arm.chain, solver, TrackerConfig(), arm.q0, 0.0, worker=worker)
+    tracker = MotionTracker(arm.chain, solver, TrackerConfig(), arm.q0, 0.0, worker=worker,
+                            backend=backend)
     if guarded:
         tracker.guard = CollisionGuard(arm.model, margin)
     out = MotionSession(tracker, PERIOD, 2.0 * PERIOD, 500.0, own_robot=True)

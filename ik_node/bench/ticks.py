@@ -35,11 +35,11 @@ SLOWEST = 0.01            # the share of ticks whose parts are reported
 
 
 def drive(arm: scenes.Arm, seconds: float, obstacles: int, rng: np.random.Generator,
-          threaded: bool) -> dict:
+          threaded: bool, backend: str = 'auto') -> dict:
     """Run the session on ``arm`` in real time; return its tick times, lateness and parts."""
     scenes.scene(arm, obstacles, rng)
     worker = ThreadWorker() if threaded else ImmediateWorker()
-    session = scenes.session(arm, worker)
+    session = scenes.session(arm, worker, backend=backend)
     ticks, late, parts = [], [], []
     phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
     try:
@@ -105,7 +105,7 @@ def rows(args) -> List[dict]:
     for k, arm in enumerate(scenes.arms(args.arms, args.corpus)):
         rng = np.random.default_rng([args.seed, k])
         out.append(row(arm, drive(arm, args.seconds, args.obstacles, rng,
-                                  args.worker == 'thread')))
+                                  args.worker == 'thread', args.backend)))
     return out
 
 
@@ -122,6 +122,9 @@ def add_parser(subparsers):
     p.add_argument('--worker', choices=['thread', 'immediate'], default='thread',
                    help="thread: as the node runs (default); immediate: the worker's answers "
                         'inside the tick, as before issue 50')
+    p.add_argument('--backend', choices=['auto', 'numpy'], default='auto',
+                   help='auto: compiled kernels (numba); numpy: their sources run by CPython, '
+                        'as a node runs while its first compile goes on, or without numba')
     p.set_defaults(func=run)
 
 
@@ -131,12 +134,13 @@ def run(args):
     table = rows(args)
     report = {'benchmark': 'ticks', 'seed': args.seed, 'machine': machine_info(),
               'load_average': _load(), 'seconds_per_arm': args.seconds,
-              'obstacles': args.obstacles, 'worker': args.worker,
+              'obstacles': args.obstacles, 'worker': args.worker, 'backend': args.backend,
               'wall_s': time.perf_counter() - started, 'rows': table}
     if args.json:
         print_json(report)
         return 0
-    print_title('ticks', f'seed {args.seed}, worker {args.worker}', report['machine'])
+    print_title('ticks', f'seed {args.seed}, worker {args.worker}, backend {args.backend}',
+                report['machine'])
     print(f'{args.seconds:g} s of real time per arm at 100 Hz, {args.obstacles} obstacles, '
           f'collision on; targets every {PHASE_S:g} s in turn with 20 Hz streams; load '
           f'average {report["load_average"]}')

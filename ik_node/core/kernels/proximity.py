@@ -67,27 +67,25 @@ def posed_bounds(frames, frame_of, local, centre, radius, w_centre, w_radius, w_
                 centre_w[s, i] = (frames[f, 3 * i] * centre[s, 0]
                                   + frames[f, 3 * i + 1] * centre[s, 1]
                                   + frames[f, 3 * i + 2] * centre[s, 2] + frames[f, 9 + i])
-    for p in range(pa.shape[0]):
-        a, b = pa[p], pb[p]
-        ax, ay, az = centre_w[a, 0], centre_w[a, 1], centre_w[a, 2]
-        ca_out[p, 0], ca_out[p, 1], ca_out[p, 2] = ax, ay, az
-        if b < n_robot:
-            bx, by, bz = centre_w[b, 0], centre_w[b, 1], centre_w[b, 2]
-            rb = radius[b]
-            plane = False
-        else:
-            w = b - n_robot
-            bx, by, bz = w_centre[w, 0], w_centre[w, 1], w_centre[w, 2]
-            rb = w_radius[w]
-            plane = w_plane[w]
-        cb_out[p, 0], cb_out[p, 1], cb_out[p, 2] = bx, by, bz
-        if plane:
-            w = b - n_robot
-            bound_out[p] = (ax * w_normal[w, 0] + ay * w_normal[w, 1] + az * w_normal[w, 2]
-                            - w_offset[w] - radius[a])
-        else:
-            dx, dy, dz = ax - bx, ay - by, az - bz
-            bound_out[p] = math.sqrt(dx * dx + dy * dy + dz * dz) - radius[a] - rb
+    # The pairs as whole arrays (a few operations under CPython, loops once compiled).
+    n_world = w_radius.shape[0]
+    all_c = np.empty((n_robot + n_world, 3))
+    all_c[:n_robot] = centre_w
+    all_c[n_robot:] = w_centre
+    all_r = np.empty(n_robot + n_world)   # a half-space's 0 here: its bound is set below
+    all_r[:n_robot] = radius
+    all_r[n_robot:] = np.where(w_plane, 0.0, w_radius)
+    ca_out[:] = all_c[pa]
+    cb_out[:] = all_c[pb]
+    gap = ca_out - cb_out
+    bound_out[:] = np.sqrt((gap * gap) @ np.ones(3)) - all_r[pa] - all_r[pb]
+    if not np.any(w_plane):
+        return
+    world = pb - n_robot
+    for p in np.flatnonzero((world >= 0) & w_plane[np.maximum(world, 0)]):
+        w = world[p]   # a half-space: the sphere's height above its plane
+        bound_out[p] = (ca_out[p, 0] * w_normal[w, 0] + ca_out[p, 1] * w_normal[w, 1]
+                        + ca_out[p, 2] * w_normal[w, 2] - w_offset[w] - radius[pa[p]])
 
 
 def near_pairs(bound, known, threshold, exact, near_out, fine_out, floor_out):
@@ -131,22 +129,10 @@ def known_floors(q, known_distance, known_at, sweep, need, out):
         out: (P,) written: ``known_distance - sweep . |q - known_at|``, m.
 
     """
-    clear = True
-    for p in range(known_distance.shape[0]):
-        out[p] = known_floor(q, known_distance, known_at, sweep, p)
-        if out[p] < need[p]:
-            clear = False
-    return clear
-
-
-def known_floor(q, known_distance, known_at, sweep, p):
-    """Return pair p's known distance less its sweep bound over the way from there to q, m."""
-    value = known_distance[p]
-    if value == -math.inf:
-        return value
-    for i in range(q.shape[0]):
-        value -= sweep[p, i] * abs(q[i] - known_at[p, i])
-    return value
+    # Whole rows at once: a few array operations under CPython, loops once compiled
+    # (-inf less a finite sweep stays -inf: no pair known stays unknown).
+    out[:] = known_distance - (sweep * np.abs(q - known_at)) @ np.ones(q.shape[0])
+    return bool(np.all(out >= need))
 
 
 def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a, point_b,
@@ -332,11 +318,7 @@ def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin, stop_out, need_out
     for i in range(n):
         travel = v1[i] * abs(v1[i]) / (2.0 * a_max[i]) if math.isfinite(a_max[i]) else 0.0
         stop_out[i] = min(max(q1[i] + travel, lower[i]), upper[i])
-    for p in range(sweep.shape[0]):
-        value = 0.0
-        for i in range(n):
-            value += sweep[p, i] * abs(stop_out[i] - q1[i])
-        need_out[p] = margin + value
+    need_out[:] = margin + sweep @ np.abs(stop_out - q1)
 
 
 def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, speeds_out,
@@ -378,11 +360,7 @@ def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, 
             x = q1[i] + v1[i] * t - 0.5 * dec * t * t
             configs_out[k, i] = min(max(x, lower[i]), upper[i])
     for k in range(pieces):
-        for p in range(sweep.shape[0]):
-            value = margin
-            for i in range(n):
-                value += sweep[p, i] * abs(configs_out[k + 1, i] - configs_out[k, i])
-            needs_out[k, p] = value
+        needs_out[k, :] = margin + sweep @ np.abs(configs_out[k + 1] - configs_out[k])
 
 
 def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, after, to_free,
@@ -417,10 +395,7 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
     """
     m_frames = frames.shape[0]
     n = to_free.shape[1]
-    moved = np.zeros(m_frames)
-    for m in range(m_frames):
-        for j in range(n):
-            moved[m] += abs(to_free[m, j]) * travel[j]
+    moved = np.abs(to_free) @ travel   # (M,) each frame's turn
     # suffix[s, m, j]: shape s's arms over frames m and after, per free joint j.
     suffix = np.zeros((frame_of.shape[0], m_frames + 1, n))
     for s in range(frame_of.shape[0]):
@@ -446,11 +421,9 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
                 perp = math.sqrt(ex * ex + ey * ey + ez * ez) / norm if norm > 0.0 else 0.0
                 lever = min(arms[s, m], perp + radius[s] + later)
             later += arms[s, m] * moved[m]
-            for j in range(n):
-                suffix[s, m, j] = suffix[s, m + 1, j] + lever * abs(to_free[m, j])
+            suffix[s, m, :] = suffix[s, m + 1, :] + lever * np.abs(to_free[m])
     for p in range(far.shape[0]):
-        for j in range(n):
-            out[p, j] = suffix[far[p], after[p] + 1, j]
+        out[p, :] = suffix[far[p], after[p] + 1, :]
 
 
 def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
@@ -579,8 +552,6 @@ def remember(q, floors, held, known_distance, known_at):
         known_at: (P, n) written where tighter: q.
 
     """
-    for p in range(floors.shape[0]):
-        if floors[p] > held[p]:
-            known_distance[p] = floors[p]
-            for i in range(q.shape[0]):
-                known_at[p, i] = q[i]
+    for p in np.flatnonzero(floors > held):
+        known_distance[p] = floors[p]
+        known_at[p, :] = q
