@@ -23,7 +23,7 @@ A step refused is replaced by a step toward the goal *slid* along the
 blocking surfaces: the goal's displacement from q projected (least squares,
 a few Hildreth sweeps over the near pairs' distance gradients) so that each
 pair's linearised distance ends at the margin plus ``SLIDE_CLEARANCE``.
-(the caller, MotionTracker._step, tries the limiting step toward it, then
+(the caller, motion.limiting.LimitingStep, tries the limiting step toward it, then
 the step along the straight line to it). When that is refused too, the step
 brakes toward rest at the limits (the caller's braking step, which by the
 stopping-point rule keeps the margin). The guard's answer is a verdict:
