@@ -552,6 +552,6 @@ def remember(q, floors, held, known_distance, known_at):
         known_at: (P, n) written where tighter: q.
 
     """
-    for p in np.flatnonzero(floors > held):
-        known_distance[p] = floors[p]
-        known_at[p, :] = q
+    better = floors > held
+    known_distance[:] = np.where(better, floors, known_distance)
+    known_at[:] = np.where(np.expand_dims(better, 1), np.expand_dims(q, 0), known_at)
