@@ -66,11 +66,13 @@ class SolverSupply:
             self._logger.info(
                 'IK backend: numba (compiled kernels); on a first start they compile in a child '
                 'process (about 13 s on an idle 2-core machine, longer on a busy one; ~0.7 s '
-                'from the cache later) while the numpy reference serves')
+                'from the cache later) while the same kernels run uncompiled (collision '
+                'checks then cost up to ~10x more per tick)')
             return
         self._logger.warning(
             f'IK backend: numpy, the uncompiled reference ({why}); every solve is '
-            'correct but 20-150x slower: install numba (python3-numba) for the compiled one')
+            'correct but 20-150x slower, and with collision checking a tick may outlast its '
+            'period: install numba and scipy (python3-numba, python3-scipy) for the compiled one')
 
     def ready(self, chain: Chain, name: str, q0, wait_s: float = 0.0):
         """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
