@@ -141,25 +141,6 @@ def braking_profile(v1, a_max) -> Tuple[np.ndarray, np.ndarray]:
     return stops, dec
 
 
-def stop_and_need(q1, v1, a_max, lower, upper, sweep, margin):
-    """Return the stopping point (n,) braking from (q1, v1) and each pair's need (P,), m."""
-    with np.errstate(divide='ignore', invalid='ignore'):
-        travel = np.where(np.isfinite(a_max), v1 * np.abs(v1) / (2.0 * a_max), 0.0)
-    stop = np.clip(q1 + travel, lower, upper)
-    return stop, margin + sweep @ np.abs(stop - q1)
-
-
-def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, pieces):
-    """Return the braking path's joints (pieces + 1, n), speeds (pieces, n), needs (pieces, P)."""
-    stops, dec = braking_profile(v1, a_max)
-    t = np.minimum(float(stops.max()) / pieces * np.arange(pieces)[:, None], stops)
-    configs, speeds = np.empty((pieces + 1, len(q1))), np.empty((pieces, len(q1)))
-    speeds[:] = np.where(t < stops, v1 - dec * t, 0.0)
-    np.clip(q1 + v1 * t - 0.5 * dec * t * t, lower, upper, out=configs[:-1])
-    configs[0], configs[-1], speeds[0] = q1, stop, v1
-    return configs, speeds, margin + np.abs(np.diff(configs, axis=0)) @ sweep.T
-
-
 def braking_dip(grads, v1, a_max) -> np.ndarray:
     """Return (K,) the lowest of ``grads @ displacement(t)`` while braking from v1, m (<= 0)."""
     stops, dec = braking_profile(v1, a_max)
