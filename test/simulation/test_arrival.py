@@ -13,7 +13,7 @@ the geometry oracle at the closest ones.
 
 import math
 
-from guarded_run import arm_model, HOME_CLEARANCE, MARGIN, PERIOD, Run
+from guarded_run import arm_model, HOME_CLEARANCE, MARGIN, PERIOD, Run, SLACK
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
 from models import ARMS, HOME
@@ -30,7 +30,10 @@ from ik_node.bench.scenes import Arm  # noqa: E402
 from ik_node.core.collision.guard import CollisionGuard  # noqa: E402
 from ik_node.core.collision.planner import JointPlanner  # noqa: E402
 from ik_node.core.collision.shapes import checked_shape  # noqa: E402
+from ik_node.core.ik.factory import make_solver  # noqa: E402
 from ik_node.core.motion.arrival import Verdict  # noqa: E402
+from ik_node.core.motion.session import MotionSession  # noqa: E402
+from ik_node.core.motion.tracker import MotionTracker, TrackerConfig  # noqa: E402
 
 # Arrived: the tip this close to the target by the oracle's FK (m, rad), at rest.
 REACHED_M, REACHED_RAD = 1e-4, 1e-3
@@ -40,6 +43,9 @@ TIMEOUT_S = 20.0
 DEEPER_M = 1e-4
 # An arm held comes to rest this soon after it stops making progress, s.
 REST_S = 0.5
+# A joint travels at most its net displacement plus this on the way to a rest,
+# rad: a tip path bends joints out and back by up to ~0.8 rad; a swing is a turn.
+DETOUR_RAD = 0.5 * math.pi
 
 # Each arm with one obstacle count per run (every arm, every count in the sweep).
 CASES = ([(arm, count) for arm in sorted(ARMS) for count in (0, 5, 20)] if sweeping() else
@@ -284,5 +290,51 @@ def test_a_local_step_stalled_by_a_cage_is_freed_by_a_planned_path():
         pos, rot = tip_errors(raw, chain, run.stream.sample(run.now)[0], target)
         assert pos <= REACHED_M and rot <= REACHED_RAD, (pos, rot, run.session.arrival(run.now))
         run.certify(xml)
+    finally:
+        model.set_obstacles({})
+
+
+@pytest.mark.parametrize('smoothing', [True, False])
+def test_a_target_below_the_floor_ends_at_rest_without_detours(smoothing):
+    """Tool down, 0.25 m below the floor: the iiwa14 rests at the margin, no joint swings.
+
+    The node's own motion step as it runs by default (100 Hz, its own
+    joint_states, the default limits). The target is reachable only
+    through the floor: the arm ends at the closest free pose, whose joints
+    are a local optimum of where they are sought from. Sought from where
+    the arm started, they were whole turns of the wrist away from where the
+    arm met the floor, and the arm spun its tool along the floor for 10 s to
+    get there, then back. Each joint travels at most its net displacement
+    plus DETOUR_RAD, the arm rests within 10 s keeping the margin, and the
+    status names the floor.
+    """
+    chain, xml, model = arm_model('iiwa14')
+    q0 = np.array(HOME['iiwa14'])
+    model.set_obstacles({'floor': (checked_shape('halfspace', (), np.eye(4), source='floor'),)})
+    try:
+        period = 0.01
+        solver = make_solver(chain, 'auto')
+        solver.warm_up(q0)
+        tracker = MotionTracker(chain, solver, TrackerConfig(smoothing=smoothing), q0, 0.0)
+        tracker.guard = CollisionGuard(model, MARGIN)
+        session = MotionSession(tracker, period, 2 * period, 500.0, own_robot=True)
+        target = np.eye(4)
+        target[:3, :3] = np.diag([1.0, -1.0, -1.0])
+        target[:3, 3] = [0.5, 0.0, -0.25]
+        session.target(0.0, target)
+        travel, last, now, still_since = np.zeros(chain.n), q0.copy(), 0.0, None
+        while now < 10.0 and (still_since is None or now - still_since < 1.0):
+            now += period
+            session.tick(now)
+            session.check_reachability()
+            q = session.plan.sample(now)[0]
+            travel += np.abs(q - last)
+            still_since = None if np.any(q != last) else (still_since or now)
+            last = q
+            assert model.distances(q, MARGIN).lowest >= MARGIN - SLACK
+        assert np.all(travel <= np.abs(last - q0) + DETOUR_RAD), (travel, np.abs(last - q0))
+        assert still_since is not None and now - still_since >= 1.0, 'not at rest in 10 s'
+        arrival = session.arrival(now)
+        assert arrival.verdict == Verdict.BLOCKED and 'floor' in arrival.reason, arrival
     finally:
         model.set_obstacles({})

@@ -313,6 +313,19 @@ class GoalSelector:
             # closest free one), unless the local steps got closer, and free.
             held.replace(answer.goal.copy(), False)
 
+    def asked_near(self, answer: Answer, q: FloatArray) -> bool:
+        """Return True when ``answer`` was asked from within ASKED_NEAR_RAD of joints q (n,)."""
+        return answer.start is not None and \
+            float(np.max(np.abs(answer.start - q))) <= ASKED_NEAR_RAD
+
+    def ask_again(self, pose: FloatArray, pole: Optional[FloatArray], q: FloatArray) -> None:
+        """Ask the question of ``pose`` again from joints q (n,), unless it was asked near q."""
+        key = self.key(pose, pole)
+        if not self._asked_near(key, q):
+            if self._target_key is not None and key[0] == self._target_key[0]:
+                self._target_key = key   # the target, asked again: its report too
+            self.ask(pose, self.solver.aim_within_reach(pose), q, pole)
+
     def _asked_near(self, key: tuple, q: FloatArray) -> bool:
         """Return True when the question under ``key`` was asked within ASKED_NEAR_RAD of q."""
         asked = self._asked_from
@@ -358,7 +371,11 @@ class GoalSelector:
             answer = self._answer if self._answer is not None and \
                 self._answer.key == key else None
             answered = answer is not None
-            if answer is not None and (converged or self._asked_near(key, reference)):
+            # An answer that does not solve the pose (the closest free pose, a
+            # local optimum from where it was asked) holds only when asked
+            # near the arm: from elsewhere it can be whole turns of a joint away.
+            if answer is not None and (converged and answer.solves or
+                                       self._asked_near(key, reference)):
                 self._adopt(held, answer)   # answered before the goal was needed
             elif key != self._target_key or answered:
                 # Not asked yet, or asked from where the arm no longer is (the

@@ -259,7 +259,12 @@ class Recovery:
         # Straight to the worker's goal: a free solution, or the closest free pose of
         # a target in collision; an unreachable target's goal is the one held (the
         # closer of the worker's and the local steps').
-        if answer is None:
+        # The closest free pose is a local optimum of where it was asked from: from
+        # elsewhere it can be whole turns of a joint away (a swing along the
+        # floor). It is asked again from the arm's joints, which rest meanwhile.
+        far = answer is not None and not answer.solves and answer.result.in_collision and \
+            not goals.asked_near(answer, q)
+        if answer is None or far:
             solution = None
         elif answer.solves or answer.result.in_collision:
             solution = answer.goal
@@ -267,6 +272,8 @@ class Recovery:
             solution = None if held is None else held.q
         action = self.observe(key, time, q, v, goal, source, target, stop_q, revision,
                               blocked, solution, goals.solves_pose)
+        if far and isinstance(self.route, Rest) and action != 'done':
+            goals.ask_again(target, pole, q)
         if action == 'straight' and answer is not None and answer.solves:
             goals.hold_path_end(key, answer.goal, answer)
         elif action == 'plan' and planning and answer is not None and answer.solves:

@@ -145,6 +145,7 @@ class Answer:
         elapsed_s: the answer's wall-clock time, s.
         error: an unexpected failure of the engine ('' otherwise): the
             answer holds the start.
+        start: (n,) the joints the question was asked from (None: not kept).
 
     """
 
@@ -156,6 +157,7 @@ class Answer:
     path_note: str = ''
     elapsed_s: float = 0.0
     error: str = ''
+    start: Optional[FloatArray] = None
 
 
 def _no_checkpoint() -> None:
@@ -245,7 +247,7 @@ class GoalEngine:
                     goal = path[-1]   # the goal, or its twin whole turns away the path reached
         self.answered += 1
         return Answer(question.key, result, goal, solves, path, note,
-                      time.perf_counter() - start)
+                      time.perf_counter() - start, start=question.start)
 
     def _solve_free(self, solver: IKSolver, free: Optional[FreeSolutions], pose: FloatArray,
                     start: FloatArray, pole: Optional[FloatArray]) -> IKResult:
@@ -341,7 +343,8 @@ def failed_answer(question: Question, exc: BaseException) -> Answer:
     pos, rot = pose_error(question.pose, chain.forward(question.start))
     reason = f'internal error: {type(exc).__name__}: {exc}'
     result = IKResult(question.start.copy(), False, pos, rot, reason=reason)
-    return Answer(question.key, result, question.start.copy(), False, error=reason)
+    return Answer(question.key, result, question.start.copy(), False, error=reason,
+                  start=question.start)
 
 
 class ImmediateWorker:
