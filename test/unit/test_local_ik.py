@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ik_node.core.ik import local as local_ik
 from ik_node.core.poses import pose_residual_of_matrices
+from ik_reference import reference_follow
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
@@ -15,11 +16,13 @@ import transforms3d
 ARMS = sorted(CHAINS)
 
 
-def compiled_follow():
-    """Return the compiled local steps (kernels.follow), or skip without numba."""
-    pytest.importorskip('numba', reason='numba is not installed: no compiled twin')
+def backend_of(twin):
+    """Return the Backend whose follow kernel runs: CPython's, or numba's (skip without it)."""
     from ik_node.core.kernels.backend import resolve
-    return resolve('numba').follow
+    if twin == 'compiled':
+        pytest.importorskip('numba', reason='numba is not installed: nothing compiled')
+        return resolve('numba')
+    return resolve('numpy')
 
 
 TWINS = ['numpy', 'compiled']
@@ -53,13 +56,13 @@ def test_the_step_is_the_pseudo_inverse_away_from_singularities_and_damped_near_
 @settings(max_examples=50, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), spread=st.floats(1e-4, 0.05))
 def test_a_nearby_pose_is_reached_in_a_few_steps(name, seed, spread, twin):
-    kernels = compiled_follow() if twin == 'compiled' else None
+    kernels = backend_of(twin)
     chain, _, q0 = CHAINS[name]
     rng = np.random.default_rng(seed)
     reference = np.clip(q0 + rng.uniform(-0.5, 0.5, chain.n), chain.lower, chain.upper)
     target = forward(chain, np.clip(reference + rng.uniform(-spread, spread, chain.n),
                                     chain.lower, chain.upper))
-    q, left, converged = local_ik.follow(chain, reference, target, compiled=kernels)
+    q, left, converged = local_ik.follow(chain, reference, target, kernels=kernels)
     assert converged and left == 0.0
     pos, rot = pose_errors(chain, q, target)
     assert pos <= 1e-6 and rot <= 1e-6
@@ -71,13 +74,13 @@ def test_a_nearby_pose_is_reached_in_a_few_steps(name, seed, spread, twin):
 @given(seed=st.integers(0, 2**32 - 1), far=st.floats(0.0, 3.0))
 def test_the_result_is_never_farther_from_the_pose_and_stays_within_the_limits(
         name, seed, far, twin):
-    kernels = compiled_follow() if twin == 'compiled' else None
+    kernels = backend_of(twin)
     chain, _, _ = CHAINS[name]
     rng = np.random.default_rng(seed)
     reference = rng.uniform(chain.lower, chain.upper)
     target = forward(chain, rng.uniform(chain.lower, chain.upper))
     target[:3, 3] *= 1.0 + far       # often out of reach
-    q, left, _ = local_ik.follow(chain, reference, target, compiled=kernels)
+    q, left, _ = local_ik.follow(chain, reference, target, kernels=kernels)
     assert chain.within_limits(q) and np.all(np.isfinite(q))
     before = pose_errors(chain, reference, target)
     after = pose_errors(chain, q, target)
@@ -85,16 +88,18 @@ def test_the_result_is_never_farther_from_the_pose_and_stays_within_the_limits(
     assert 0.0 <= left <= 1.0
 
 
+@pytest.mark.parametrize('twin', TWINS)
 @pytest.mark.parametrize('name', ARMS)
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), spread=st.floats(0.0, 1.5), near_zero=st.booleans())
-def test_the_compiled_steps_are_the_reference_steps(name, seed, spread, near_zero):
-    """kernels.follow against local.follow: the same joints (1e-9), the same verdict.
+def test_the_kernel_steps_are_the_reference_steps(name, seed, spread, near_zero, twin):
+    """kernels.follow, interpreted and compiled, against the numpy reference (ik_reference).
 
-    Near the all-zero pose (singular at shoulder, elbow and wrist) too, and
-    with targets beyond a step's reach (the halving and the stop).
+    The same joints (1e-9), the same verdict; near the all-zero pose
+    (singular at shoulder, elbow and wrist) too, and with targets beyond a
+    step's reach (the halving and the stop).
     """
-    kernels = compiled_follow()
+    kernels = backend_of(twin)
     chain, _, q0 = CHAINS[name]
     rng = np.random.default_rng(seed)
     start = np.zeros(chain.n) + rng.uniform(-1e-3, 1e-3, chain.n) if near_zero else \
@@ -103,10 +108,14 @@ def test_the_compiled_steps_are_the_reference_steps(name, seed, spread, near_zer
     target = forward(chain, np.clip(reference + rng.uniform(-spread, spread, chain.n),
                                     chain.lower, chain.upper))
     for iterations in (1, 3):
-        ours = local_ik.follow(chain, reference, target, iterations, compiled=kernels)
-        theirs = local_ik.follow(chain, reference, target, iterations)
-        np.testing.assert_allclose(ours[0], theirs[0], atol=1e-9)
-        assert ours[2] == theirs[2] and abs(ours[1] - theirs[1]) < 1e-6
+        ours = local_ik.follow(chain, reference, target, iterations, kernels=kernels)
+        q, first, errors, converged = reference_follow(
+            chain, reference, target, iterations, local_ik.TOLERANCE, local_ik.SIGMA_FLOOR,
+            local_ik.MAX_DAMPING, local_ik.BACKTRACKS)
+        before = first[0] ** 2 + first[1] ** 2
+        left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
+        np.testing.assert_allclose(ours[0], q, atol=1e-9)
+        assert ours[2] == converged and abs(ours[1] - left) < 1e-6
 
 
 def test_near_the_all_zero_pose_of_the_ur5e_a_step_the_arm_cannot_take_stays_bounded():

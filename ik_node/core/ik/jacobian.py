@@ -30,14 +30,11 @@ damping raised; an accepted one lowers it.
 
 import math
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
-from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels.backend import resolve
-from ik_node.core.kernels.lm_constants import BIAS_FULL_ABOVE, DAMPING_DOWN, DAMPING_MAX, \
-    DAMPING_MIN, DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
 from ik_node.core.model.chain import Chain
 from ik_node.core.poses import split_pose
 import numpy as np
@@ -45,50 +42,16 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-_gufunc_solve1: Optional[Callable[[FloatArray, FloatArray], FloatArray]]
-try:  # numpy's own LAPACK gufunc behind np.linalg.solve (see _solve_spd)
-    from numpy.linalg._umath_linalg import solve1 as _gufunc_solve1
-except ImportError:  # pragma: no cover - other numpy layouts
-    _gufunc_solve1 = None
-
 GOALS = ('pose', 'position', 'orientation')
 
-# Default wall-clock budget of a solve, seconds, per backend: the numpy
-# reference runs the same iterations ~50x slower than the compiled twin, so
-# it gets a larger budget to reach the same success rate (README, "Without
-# numba": measured with ik_bench ik --backend numpy --timeout).
+# Default wall-clock budget of a solve, seconds, per backend: under CPython
+# (numpy) the same iterations run ~30x slower than compiled, so it gets a
+# larger budget to reach a similar success rate (README, "Without numba":
+# measured with ik_bench ik --backend numpy --timeout).
 DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
-# The numpy reference's quick solve (one descent, in a tick) stops after this
-# much wall-clock time, s: ~10 of its iterations.
-QUICK_BUDGET_S = 0.001
-
-
-def inverse_right_jacobian(phi: FloatArray) -> FloatArray:
-    """Inverse right Jacobian of SO(3) at rotation vector ``phi`` (kernels.inverse_right_jacobian).
-
-    Args:
-        phi: (3,) rotation vector, radians, |phi| <= pi.
-
-    Returns:
-        (3, 3) matrix.
-
-    """
-    return np.array(kernels.inverse_right_jacobian(phi)).reshape(3, 3)
-
-
-def _solve_spd(g: FloatArray, b: FloatArray) -> FloatArray:
-    """Solve g x = b for a small symmetric positive definite g.
-
-    Calls numpy's LAPACK gufunc directly: np.linalg.solve spends ~8 of its
-    ~11 us on argument handling for a 6x6 system. g is damped (eigenvalues
-    >= DAMPING_MIN^2 > 0), so it is never singular; a non-finite answer
-    falls back to the checked np.linalg.solve, which raises.
-    """
-    if _gufunc_solve1 is not None:
-        x = _gufunc_solve1(g, b)
-        if np.isfinite(x).all():
-            return x
-    return np.asarray(np.linalg.solve(g, b), dtype=np.float64)
+# The quick solve (one descent, in a tick) under CPython stops after this
+# many iterations (~1 ms); compiled it runs max_iterations (microseconds each).
+QUICK_ITERATIONS_NUMPY = 10
 
 
 class JacobianIK(IKSolver):
@@ -115,11 +78,11 @@ class JacobianIK(IKSolver):
         max_step: largest joint change per iteration, rad (or m).
         random_seed: seed of the restart generator; each solve restarts it,
             so the same call gives the same answer.
-        backend: 'numpy' (the reference implementation), 'numba' (the same
-            descent compiled; about 50x faster per iteration, needs numba) or
-            'auto' (numba when it is installed). With numba the wall-clock
+        backend: 'numpy' (the descent, kernels.lm, run by CPython), 'numba'
+            (the same source compiled; about 30x faster per iteration, needs
+            numba) or 'auto' (numba when it is installed). The wall-clock
             budget is checked between attempts (an attempt is bounded by
-            max_iterations), with numpy also between iterations.
+            max_iterations).
 
     Raises:
         InvalidInputError: an option out of range, or an unknown goal.
@@ -136,8 +99,8 @@ class JacobianIK(IKSolver):
         """Validate the options and precompute the row selection."""
         if goal not in GOALS:
             raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
-        self._jit = resolve(backend).lm
-        self.backend = 'numba' if self._jit is not None else 'numpy'
+        self._kernels = resolve(backend)
+        self.backend = self._kernels.name
         if timeout_s is None:
             timeout_s = DEFAULT_TIMEOUT_S[self.backend]
         positive = {'position_tolerance': position_tolerance,
@@ -171,8 +134,6 @@ class JacobianIK(IKSolver):
         rows = {'pose': slice(0, 6), 'position': slice(0, 3), 'orientation': slice(3, 6)}[goal]
         self._rows = rows
         weights = np.array([position_weight] * 3 + [orientation_weight] * 3, dtype=np.float64)
-        self._w = weights[rows]
-        self._unit_weights = bool(np.all(self._w == 1.0))
         self._use_position = goal != 'orientation'
         self._use_orientation = goal != 'position'
         self._lower = chain.lower
@@ -180,6 +141,9 @@ class JacobianIK(IKSolver):
         self._continuous = chain.continuous
         self._w6 = weights
         self._reach = chain.reach_sphere()
+        self._fk = self._kernels.fk(chain)
+        # The descent's scratch rows (frames, Jacobian columns): one solver, one thread.
+        self._scratch = (self._kernels.rows(chain.movable, 12), self._kernels.rows(chain.n, 6))
 
     name = 'jacobian'
 
@@ -212,8 +176,7 @@ class JacobianIK(IKSolver):
             InvalidInputError: a non-finite or non-rigid target, a bad seed.
 
         """
-        if self._jit is not None and not self._jit.descend.signatures:
-            self._load_compiled_descent()
+        self._load_compiled_descent()
         start = time.perf_counter()
         target = check_pose(T_target)
         seed = self.chain.mid_limits() if q_reference is None else \
@@ -227,7 +190,7 @@ class JacobianIK(IKSolver):
         initial = clipped_seed
         beyond = self._beyond_reach(target)
         while True:
-            q, ok, cost, its, r = self._descend(target, initial, clipped_seed, deadline)
+            q, ok, cost, its, r = self._descend(target, initial, clipped_seed)
             iterations += its
             q = self._unwrap(q, seed)
             if ok:
@@ -262,16 +225,16 @@ class JacobianIK(IKSolver):
         does (the node warms the solver up before its first tick: warm_up).
         A pole is ignored.
         """
-        if self._jit is not None and not self._jit.descend.signatures:
-            self._load_compiled_descent()
+        self._load_compiled_descent()
         start = time.perf_counter()
         target = check_pose(T_target)
         seed = self.chain.check_q(q_reference, 'q_reference')
         clipped = np.clip(seed, self._lower, self._upper)
-        # Compiled: bounded by max_iterations (microseconds each); numpy's
-        # iterations cost ~0.1 ms each, bounded by QUICK_BUDGET_S as well.
-        deadline = math.inf if self._jit is not None else start + QUICK_BUDGET_S
-        q, ok, _, its, r = self._descend(target, clipped, clipped, deadline)
+        # Compiled: bounded by max_iterations (microseconds each); under CPython
+        # an iteration costs ~0.1 ms: QUICK_ITERATIONS_NUMPY of them.
+        q, ok, _, its, r = self._descend(
+            target, clipped, clipped,
+            None if self._kernels.compiled else min(self.max_iterations, QUICK_ITERATIONS_NUMPY))
         pos_err, rot_err = self._errors_of(r)
         return IKResult(q=self._unwrap(q, seed), success=ok, position_error=pos_err,
                         orientation_error=rot_err, iterations=its,
@@ -293,159 +256,30 @@ class JacobianIK(IKSolver):
         kernels before it uses them (ik_node.core.warm); here a first solve
         loads them first, outside its budget: it takes longer, never worse.
         """
+        if not self._kernels.compiled or self._kernels.lm.descend.signatures:
+            return
         q = self.chain.mid_limits()
-        self._descend(self.chain.forward(q), q, q, float('inf'))
+        self._descend(self.chain.forward(q), q, q)
 
     # -- one attempt -----------------------------------------------------------
 
     def _descend(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
-                 deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
-        """Run LM iterations from q0; return (q, converged, cost, iterations, residual)."""
-        target_r, target_p = split_pose(target)
-        if self._jit is not None:
-            q, ok, cost, its, r = self._jit.descend(
-                self.chain.fk_arrays, self.chain.n, self._lower, self._upper, target_r,
-                target_p, q0, q_ref, self._use_position, self._use_orientation, self._w6,
-                self.nullspace_gain, self.max_step, self.max_iterations,
-                self.position_tolerance, self.orientation_tolerance)
-            return q, bool(ok), float(cost), int(its), r
-        return self._descend_numpy(target_r, target_p, q0, q_ref, deadline)
+                 iterations: Optional[int] = None
+                 ) -> Tuple[FloatArray, bool, float, int, FloatArray]:
+        """Run LM iterations from q0 (kernels.lm.descend); (q, converged, cost, iterations, r).
 
-    def _evaluate(self, target_r, target_p, q: FloatArray):
-        """Forward kinematics of q and its residual: (frames, tip position, residual (6,))."""
-        frames, tip_r, tip_p = self.chain.frames(q.tolist())
-        r = np.array(kernels.pose_residual(target_r, target_p, tip_r, tip_p))
-        return frames, tip_p, r
-
-    def _descend_numpy(self, target_r, target_p, q0: FloatArray, q_ref: FloatArray,
-                       deadline: float) -> Tuple[FloatArray, bool, float, int, FloatArray]:
-        """Run one attempt with numpy: the reference implementation (module docstring)."""
-        chain = self.chain
-        q = np.clip(q0, self._lower, self._upper)   # as the compiled twin
-        frames, tip_p, r = self._evaluate(target_r, target_p, q)
-        cost = self._cost(r)
-        damping = DAMPING_START
-        history = [cost]
-        for it in range(self.max_iterations):
-            if self._converged(r):
-                return q, True, cost, it, r
-            if time.perf_counter() > deadline:
-                return q, False, cost, it, r
-            a = self._task_matrix(chain.jacobian_of_frames(frames, tip_p), r)
-            rhs = self._weighted(r)
-            bias = self.nullspace_gain > 0.0
-            while True:
-                dq = self._step(a, rhs, q, q_ref if bias else None, damping)
-                q_new = q + dq
-                np.clip(q_new, self._lower, self._upper, out=q_new)
-                frames_new, tip_p_new, r_new = self._evaluate(target_r, target_p, q_new)
-                cost_new = self._cost(r_new)
-                if cost_new < cost:
-                    damping = max(damping * DAMPING_DOWN, DAMPING_MIN)
-                    break
-                # Retry without the seed bias: with it, a heavily damped step
-                # tends to the bias itself rather than to zero.
-                bias = False
-                damping *= DAMPING_UP
-                if damping > DAMPING_MAX:
-                    return q, self._converged(r), cost, it + 1, r
-            q, frames, tip_p, r, cost = q_new, frames_new, tip_p_new, r_new, cost_new
-            history.append(cost)
-            if len(history) > STALL_WINDOW and \
-                    cost > (1.0 - STALL_FRACTION) * history[-1 - STALL_WINDOW]:
-                return q, self._converged(r), cost, it + 1, r
-        return q, self._converged(r), cost, self.max_iterations, r
-
-    def _weighted(self, r: FloatArray) -> FloatArray:
-        wr = r[self._rows]
-        return wr if self._unit_weights else self._w * wr
-
-    def _cost(self, r: FloatArray) -> float:
-        wr = self._weighted(r)
-        return float(np.dot(wr, wr))
-
-    def _converged(self, r: FloatArray) -> bool:
-        if self._use_position and r[0] ** 2 + r[1] ** 2 + r[2] ** 2 > \
-                self.position_tolerance ** 2:
-            return False
-        if self._use_orientation and r[3] ** 2 + r[4] ** 2 + r[5] ** 2 > \
-                self.orientation_tolerance ** 2:
-            return False
-        return True
-
-    def _task_matrix(self, jac: FloatArray, r: FloatArray) -> FloatArray:
-        """Return A = [J_v; Jr^-1(phi) J_w] restricted to the goal rows (weighted)."""
-        if not self._use_orientation:
-            a = jac[:3].copy()
-        else:
-            a = np.empty_like(jac)
-            a[:3] = jac[:3]
-            np.dot(inverse_right_jacobian(r[3:]), jac[3:], out=a[3:])
-            if not self._use_position:
-                a = a[3:]
-        if not self._unit_weights:
-            a *= self._w[:, None]
-        return a
-
-    def _step(self, a: FloatArray, rhs: FloatArray, q: FloatArray,
-              q_ref: Optional[FloatArray], damping: float) -> FloatArray:
-        """Damped step, biased toward ``q_ref`` (None: no bias), joint limits as an active set.
-
-        ``rhs`` is the weighted residual of the goal rows. Joints whose step
-        would leave their range are put on the limit and removed; the rest is
-        solved again (at most n passes; one when no limit is touched).
+        ``iterations``: the cap (default max_iterations).
         """
-        room_lo = self._lower - q
-        room_hi = self._upper - q
-        # The seed bias fades with the residual: a constant pull would keep
-        # injecting second-order task error and spoil the final quadratic
-        # convergence (measured: 8 -> 20-70 iterations on the 7-DoF arm).
-        if q_ref is None:
-            z = np.zeros_like(q)
-            dq = self._dls(a, rhs, damping)
-        else:
-            fade = min(1.0, math.sqrt(float(np.dot(rhs, rhs))) / BIAS_FULL_ABOVE)
-            z = np.minimum(np.maximum((self.nullspace_gain * fade) * (q_ref - q), room_lo),
-                           room_hi)
-            dq = z + self._dls(a, rhs - np.dot(a, z), damping)
-        over = (dq < room_lo) | (dq > room_hi)
-        if over.any():
-            dq = self._step_with_limits(a, rhs, z, dq, over, room_lo, room_hi, damping)
-        biggest = float(np.max(np.abs(dq)))
-        if biggest > self.max_step:
-            dq *= self.max_step / biggest
-        return dq
-
-    def _step_with_limits(self, a, rhs, z, dq, over, room_lo, room_hi, damping):
-        """Repeat the step with the joints that crossed a limit pinned to it."""
-        free = ~over
-        dq = np.minimum(np.maximum(dq, room_lo), room_hi)
-        for _ in range(dq.shape[0]):
-            if not free.any():
-                break
-            af = a[:, free]
-            resid = rhs - np.dot(a[:, ~free], dq[~free]) - np.dot(af, z[free])
-            dq_f = z[free] + self._dls(af, resid, damping)
-            lo, hi = room_lo[free], room_hi[free]
-            crossed = (dq_f < lo) | (dq_f > hi)
-            idx = np.flatnonzero(free)
-            dq[idx] = np.minimum(np.maximum(dq_f, lo), hi)
-            if not crossed.any():
-                break
-            free[idx[crossed]] = False
-        return dq
-
-    @staticmethod
-    def _dls(a: FloatArray, resid: FloatArray, damping: float) -> FloatArray:
-        """Minimum-norm damped least squares: argmin |resid - a x|^2 + damping^2 |x|^2."""
-        m, k = a.shape
-        if k >= m:
-            g = np.dot(a, a.T)
-            g.flat[::m + 1] += damping * damping
-            return np.dot(a.T, _solve_spd(g, resid))
-        g = np.dot(a.T, a)
-        g.flat[::k + 1] += damping * damping
-        return _solve_spd(g, np.dot(a.T, resid))
+        target_r, target_p = split_pose(target)
+        frames, columns = self._scratch
+        q, ok, cost, its, r = self._kernels.lm.descend(
+            self._fk, self.chain.n, self._lower, self._upper, target_r, target_p,
+            np.ascontiguousarray(q0, dtype=np.float64),
+            np.ascontiguousarray(q_ref, dtype=np.float64),
+            self._use_position, self._use_orientation, self._w6, self.nullspace_gain,
+            self.max_step, self.max_iterations if iterations is None else iterations,
+            self.position_tolerance, self.orientation_tolerance, frames, columns)
+        return q, bool(ok), float(cost), int(its), r
 
     # -- restarts and bookkeeping ---------------------------------------------
 

@@ -15,8 +15,10 @@ shortened (halved, a few times) and otherwise not taken. Units: metres,
 radians; poses 4x4 in the chain's base frame.
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
+from ik_node.core.kernels import follow as follow_kernel
+from ik_node.core.kernels.backend import Backend, NUMPY
 from ik_node.core.model.chain import Chain
 from ik_node.core.poses import pose_residual_of_matrices
 import numpy as np
@@ -39,21 +41,21 @@ def damped_step(jacobian: FloatArray, residual: FloatArray) -> FloatArray:
 
     ``dq = sum_i s_i / (s_i^2 + l^2) v_i u_i^T e`` over the singular values
     s_i, with ``l^2 = (1 - (s_min / SIGMA_FLOOR)^2) MAX_DAMPING^2`` when
-    s_min < SIGMA_FLOOR, else 0 (the plain pseudo-inverse).
+    s_min < SIGMA_FLOOR, else 0 (the plain pseudo-inverse): the follow
+    kernel's step (kernels.follow.damped_step), run by CPython.
     """
-    u, s, vt = np.linalg.svd(jacobian, full_matrices=False)
-    smallest = s[-1]
-    damping2 = 0.0 if smallest >= SIGMA_FLOOR else \
-        (1.0 - (smallest / SIGMA_FLOOR) ** 2) * MAX_DAMPING ** 2
-    return vt.T @ ((s / (s * s + damping2)) * (u.T @ residual))
+    return follow_kernel.damped_step(np.ascontiguousarray(jacobian, dtype=np.float64),
+                                     np.ascontiguousarray(residual, dtype=np.float64),
+                                     SIGMA_FLOOR, MAX_DAMPING)
 
 
 def follow(chain: Chain, reference: FloatArray, target: FloatArray,
-           iterations: int = 3, compiled=None) -> Tuple[FloatArray, float, bool]:
+           iterations: int = 3, kernels: Optional[Backend] = None
+           ) -> Tuple[FloatArray, float, bool]:
     """Move joints from ``reference`` (n,) toward the tip pose ``target`` (4x4), a little.
 
-    ``compiled``: the compiled twin (kernels.follow, a Backend's ``follow``)
-    to run instead of this numpy reference (the same steps in one call).
+    ``kernels``: the Backend whose follow kernel runs (kernels.follow: the
+    numpy backend's under CPython, numba's compiled); None: the numpy backend.
 
     Returns:
         (q (n,) within the limits, the fraction of the reference's squared
@@ -63,18 +65,16 @@ def follow(chain: Chain, reference: FloatArray, target: FloatArray,
         reference).
 
     """
-    if compiled is not None:
-        q, start, errors, converged = compiled.follow(
-            chain.fk_arrays, chain.lower, chain.upper, np.ascontiguousarray(target),
-            np.ascontiguousarray(reference, dtype=np.float64), iterations, TOLERANCE[0],
-            TOLERANCE[1], SIGMA_FLOOR, MAX_DAMPING, BACKTRACKS)
-    else:
-        q, start, errors, converged = _iterate(chain, reference, target,
-                                               lambda jac, r, q: damped_step(jac, r),
-                                               TOLERANCE, iterations)
+    backend = NUMPY if kernels is None else kernels
+    q, start, errors, converged = backend.follow.follow(
+        backend.fk(chain), chain.lower, chain.upper,
+        np.ascontiguousarray(target, dtype=np.float64),
+        np.ascontiguousarray(reference, dtype=np.float64), iterations, TOLERANCE[0],
+        TOLERANCE[1], SIGMA_FLOOR, MAX_DAMPING, BACKTRACKS, backend.rows(chain.movable, 12),
+        backend.rows(chain.n, 6))
     before = start[0] ** 2 + start[1] ** 2
     left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
-    return q, left, converged
+    return q, left, bool(converged)
 
 
 def polish(chain: Chain, start: FloatArray, target: FloatArray, tolerance: float,

@@ -11,10 +11,10 @@ module decides numpy or numba.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 from ik_node.core.errors import InvalidInputError
-from ik_node.core.kernels import base, limits, offset_wrist, proximity, srs
+from ik_node.core.kernels import base, follow, limits, lm, offset_wrist, proximity, srs
 import numpy as np
 
 BACKENDS = ('auto', 'numpy', 'numba')
@@ -26,10 +26,10 @@ class Backend:
 
     Attributes:
         name: 'numba' or 'numpy' (what solvers report as ``backend``).
-        base, srs, offset_wrist, limits, proximity: the kernel modules
-            (numpy) or their compiled namespaces (numba), same function names.
-        lm: the compiled Levenberg-Marquardt descent (numba), else None.
-        follow: the compiled local steps toward a moving pose (numba), else None.
+        base, srs, offset_wrist, limits, proximity, lm, follow: the kernel
+            modules (numpy) or their compiled namespaces (numba), same
+            function names (lm: the Levenberg-Marquardt descent; follow: the
+            local steps toward a moving pose).
 
     """
 
@@ -39,8 +39,8 @@ class Backend:
     offset_wrist: Any
     limits: Any
     proximity: Any
-    lm: Optional[Any]
-    follow: Optional[Any] = None
+    lm: Any
+    follow: Any
     compiled: bool = field(init=False)   # the numba backend (an attribute: read per call)
 
     def __post_init__(self):
@@ -72,7 +72,7 @@ class Backend:
         return np.ascontiguousarray(array) if self.compiled else as_tuple
 
 
-NUMPY = Backend('numpy', base, srs, offset_wrist, limits, proximity, None)
+NUMPY = Backend('numpy', base, srs, offset_wrist, limits, proximity, lm, follow)
 
 
 def resolve(backend: str = 'auto') -> Backend:
@@ -95,9 +95,8 @@ def resolve(backend: str = 'auto') -> Backend:
             raise InvalidInputError(f"backend 'numba' is not available: {reason}")
         return NUMPY
     from ik_node.core.kernels import compile as compiled
-    from ik_node.core.kernels import follow, lm
-    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P, lm,
-                   follow)
+    return Backend('numba', compiled.K, compiled.S, compiled.OW, compiled.L, compiled.P,
+                   compiled.LM, compiled.F)
 
 
 def compiled_status() -> Tuple[str, str]:
@@ -118,7 +117,7 @@ def _compiled_missing() -> str:
     warm-up. Both are checked here, before anything compiles.
     """
     try:
-        from ik_node.core.kernels import lm  # noqa: F401 - imports numba
+        from ik_node.core.kernels import compile as _compiled  # noqa: F401 - imports numba
     except ImportError as exc:
         return f'numba cannot be imported: {exc}'
     try:

@@ -24,11 +24,11 @@ import tempfile
 import types
 
 from ik_node.core.kernels import base as kernels
-from ik_node.core.kernels import limits
+from ik_node.core.kernels import follow, limits, lm
 from ik_node.core.kernels import offset_wrist as offset_kernels
 from ik_node.core.kernels import proximity
 from ik_node.core.kernels import srs as srs_kernels
-KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels, proximity)
+KERNEL_MODULES = (kernels, limits, srs_kernels, offset_kernels, proximity, lm, follow)
 SOURCE_STAMP = 'numba-sources.sha256'
 # The sources the compiled code depends on: this folder (every kernel, and every
 # constant a kernel reads, lives here), so an edit elsewhere in the core keeps the cache.
@@ -179,3 +179,7 @@ OW = _SPACES[offset_kernels.__name__]
 L = _SPACES[limits.__name__]
 #: proximity.py compiled, function by function (same names).
 P = _SPACES[proximity.__name__]
+#: lm.py compiled, function by function (same names).
+LM = _SPACES[lm.__name__]
+#: follow.py compiled, function by function (same names).
+F = _SPACES[follow.__name__]

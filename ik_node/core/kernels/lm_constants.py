@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The constants of the Levenberg-Marquardt descent, shared by both of its implementations.
+"""The constants of the Levenberg-Marquardt descent (:mod:`ik_node.core.kernels.lm`).
 
-The numpy reference (:class:`ik_node.core.ik.jacobian.JacobianIK`) and its
-compiled twin (:mod:`ik_node.core.kernels.lm`) read them from here, so the
-compiled code depends on nothing outside this folder. No numba here: the
-reference runs without it.
+The descent and the tests' numpy reference of it (test/helpers/ik_reference.py)
+read them from here; numba reads them when it compiles the descent.
 """
 
 # Levenberg-Marquardt damping (same units as A: metres and radians).

@@ -24,6 +24,7 @@ from typing import Deque, Optional, Tuple, TYPE_CHECKING
 
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.local import follow, polish
+from ik_node.core.kernels.backend import Backend
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.worker import Answer, ImmediateWorker, Question, World
 from ik_node.core.poses import pose_error
@@ -151,8 +152,8 @@ class GoalSelector:
         self.target_result: Optional[IKResult] = None
         self.target_unchecked = False
         self.local_solves = 0
-        #: The compiled local steps (kernels.follow) or None: numpy's (the tracker sets it).
-        self.follow_kernels = None
+        #: The Backend of the local steps (None: numpy's; the tracker sets it).
+        self.follow_kernels: Optional[Backend] = None
         #: The last goal given solves its pose (else: a local minimum, the closest known).
         self.solves_pose = True
         self._held: Optional[HeldGoal] = None

@@ -13,6 +13,7 @@ import math
 from typing import Optional, Sequence
 
 from ik_node.core.ik.local import follow
+from ik_node.core.kernels.backend import Backend
 from ik_node.core.model.chain import Chain
 # The damped steps back onto the pose: as many as toward a moving pose.
 from ik_node.core.motion.goals import LOCAL_ITERATIONS
@@ -40,7 +41,8 @@ class PostureDrift:
         self.chain = chain
         self.posture = self._clipped(posture)
         self.speed = 0.0   # rad/s of the fastest joint of the drift
-        self.follow_kernels = None   # the compiled local steps, or None (the tracker sets it)
+        # The local steps' Backend (None: numpy; the tracker sets it).
+        self.follow_kernels: Optional[Backend] = None
 
     def set_posture(self, posture: Sequence[float]) -> None:
         """Take a new preferred posture (n,) (empty: none); the drift under way ramps on."""

@@ -380,7 +380,7 @@ class MotionTracker:
         self.backend = backend
         kernels = resolve(backend)
         self.stepper.kernels = kernels.limits
-        self.goals.follow_kernels = self.drift.follow_kernels = kernels.follow
+        self.goals.follow_kernels = self.drift.follow_kernels = kernels
 
     def set_solver(self, solver: IKSolver) -> None:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""

@@ -174,19 +174,18 @@ class NearSRSPolish:
         polisher = self._polisher
         assert polisher is not None
         if self._lm_args is None:
-            out, ok, _, _, r = polisher._descend(target, q, q, math.inf)
+            out, ok, _, _, r = polisher._descend(target, q, q)
             return out, bool(ok), r
-        fk, lower, upper, w6, max_step = self._lm_args
-        assert polisher._jit is not None   # _lm_args are set for the compiled polisher only
+        fk, lower, upper, w6, max_step, frames, columns = self._lm_args
         entry = self._lm_entry
         if entry is not None and target.dtype == np.float64 and q.dtype == np.float64 and \
                 target.flags.c_contiguous and q.flags.c_contiguous:
             out, ok, r = entry(fk, lower, upper, target, q, w6, max_step, POLISH_ITERATIONS,
-                               POLISH_TOL)
+                               POLISH_TOL, frames, columns)
             return out, bool(ok), r
-        polish = polisher._jit.polish
+        polish = polisher._kernels.lm.polish
         out, ok, r = polish(fk, lower, upper, target, q, w6, max_step, POLISH_ITERATIONS,
-                            POLISH_TOL)
+                            POLISH_TOL, frames, columns)
         self._lm_entry = compiled_entry(polish)
         return out, bool(ok), r
 

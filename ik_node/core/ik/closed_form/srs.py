@@ -116,7 +116,8 @@ class AnalyticSRS(ClosedFormSolver, NearSRSPolish):
             self._rescuer = JacobianIK(chain, timeout_s=RESCUE_BUDGET_S, backend=backend)
             if self._polisher.backend == 'numba':
                 self._lm_args = (chain.fk_arrays, chain.lower, chain.upper,
-                                 self._polisher._w6, self._polisher.max_step)
+                                 self._polisher._w6, self._polisher.max_step,
+                                 *self._polisher._scratch)
         a = m.elbow0 - m.shoulder
         b = m.wrist0 - m.elbow0
         # q4 solves A1 cos q4 + A2 sin q4 = k (law of cosines, srs_kernels.elbow_part).
