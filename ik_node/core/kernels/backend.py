@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""Choice of implementation: the numpy reference or its compiled (numba) twins, made once.
+"""Choice of implementation: the kernels run by CPython, or compiled by numba, made once.
 
 :func:`resolve` turns ``'auto' | 'numpy' | 'numba'`` into a :class:`Backend`:
 the kernel modules to call (the plain-Python sources run by CPython, or the
-namespaces of their compiled twins) and the containers those kernels take
+namespaces of the same sources compiled) and the containers those kernels take
 (lists and tuples under CPython, where plain floats are fastest; arrays when
 compiled). Solvers and the tracker resolve it once and keep it; no other
 module decides numpy or numba.
@@ -100,7 +100,7 @@ def resolve(backend: str = 'auto') -> Backend:
 
 
 def compiled_status() -> Tuple[str, str]:
-    """Return ('numba', '') when the compiled twins load, else ('numpy', the reason).
+    """Return ('numba', '') when the compiled kernels load, else ('numpy', the reason).
 
     What ``backend='auto'`` picks: the node logs it once at start-up.
     """
@@ -109,7 +109,7 @@ def compiled_status() -> Tuple[str, str]:
 
 
 def _compiled_missing() -> str:
-    """Return why the compiled twins cannot run ('' when they can).
+    """Return why the compiled kernels cannot run ('' when they can).
 
     They need numba, and numba's linear algebra (the SVD of the local step,
     kernels/follow.py) binds LAPACK through scipy: numba imports without scipy
