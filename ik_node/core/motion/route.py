@@ -71,6 +71,7 @@ class Rest:
     def __init__(self, key: tuple, stop: FloatArray, revision: Optional[int], holder=None):
         """Rest at ``stop``."""
         self.key, self.stop, self.revision, self.holder = key, stop, revision, holder
+        self.seeking = False   # waiting for the closest free pose sought again (Recovery.watch)
 
     def goal(self, q: FloatArray) -> FloatArray:
         """Return the stopping point."""
@@ -261,9 +262,11 @@ class Recovery:
         # closer of the worker's and the local steps').
         # The closest free pose is a local optimum of where it was asked from: from
         # elsewhere it can be whole turns of a joint away (a swing along the
-        # floor). It is asked again from the arm's joints, which rest meanwhile.
+        # floor). It is asked again from the arm's joints, which rest meanwhile;
+        # the answer nearer the pose by CLOSER_BY is kept (GoalSelector.kept).
         far = answer is not None and not answer.solves and answer.result.in_collision and \
-            not goals.asked_near(answer, q)
+            not goals.asked_near(answer, q) and not goals.near(answer.goal, q) and \
+            answer is not goals.kept
         if answer is None or far:
             solution = None
         elif answer.solves or answer.result.in_collision:
@@ -274,6 +277,7 @@ class Recovery:
                               blocked, solution, goals.solves_pose)
         if far and isinstance(self.route, Rest) and action != 'done':
             goals.ask_again(target, pole, q)
+            self.route.seeking = True
         if action == 'straight' and answer is not None and answer.solves:
             goals.hold_path_end(key, answer.goal, answer)
         elif action == 'plan' and planning and answer is not None and answer.solves:
@@ -288,6 +292,9 @@ class Recovery:
         A path answer for the target is taken here: its end becomes the goal held.
         """
         key = goals.key(target, pole)
+        route = self.route
+        if isinstance(route, Rest) and route.seeking and not goals.seeking:
+            self._after_seeking(goals, key, q, time)
         path = goals.take_path_answer(key)
         if path is not None:
             end = self.take_path(path, time)
@@ -299,6 +306,14 @@ class Recovery:
                 self.asked(time)
         revision = None if goals.held is None else goals.held.revision
         return self.goal(key, q, time, revision)
+
+    def _after_seeking(self, goals, key: tuple, q: FloatArray, time: float) -> None:
+        """End a rest that waited for the closest free pose sought again: straight to it."""
+        self.route = None
+        self.progress.restart(key, time)
+        answer = goals.target_answer
+        if answer is not None and np.max(np.abs(answer.goal - q)) > AT_GOAL_RAD:
+            self.route = PathRoute(key, spaced(np.array([q, answer.goal])), time, planned=False)
 
     def retry(self) -> bool:
         """Return True when the last plan ran out of time and plans are left (MAX_PLANS)."""
@@ -323,11 +338,17 @@ class Recovery:
     # -- the verdict -------------------------------------------------------------------------
 
     def arrival(self, q: FloatArray, v: FloatArray, target: FloatArray, mode: Mode, result,
-                blocked, time: float) -> Arrival:
+                blocked, time: float, goal: Optional[FloatArray] = None,
+                seeking: bool = False) -> Arrival:
         """Return the arm's Arrival at the command (q, v) (module docstring of arrival).
 
         ``result``: the target's answer (IKResult) or None; ``blocked``: the
-        guard's Blocked (pair, distance) or None.
+        guard's Blocked (pair, distance) or None; ``goal``: (n,) the joints
+        held for the target (None: none yet); ``seeking``: the target's
+        closest free pose is sought again from where the arm stopped. A
+        target in collision is 'blocked' once the arm holds its closest free
+        pose (at the goal, or resting short of it), 'arriving' while it heads
+        there or waits for it to be found again.
         """
         pos, rot = pose_error(target, self.chain.forward(q))
         approach = self.progress.approach()
@@ -352,9 +373,21 @@ class Recovery:
             return verdict(Verdict.UNREACHABLE, f'target unreachable ({result.reason}): '
                                                 f'holding the closest pose, {off}')
         if result is not None and result.in_collision:
-            return verdict(Verdict.BLOCKED, f'target in collision ({result.in_collision}): ' + (
-                'the arm is at it, inside the collision margin' if at else
-                f'holding the closest free pose, {off}'))
+            why = f'target in collision ({result.in_collision}): '
+            if at:
+                return verdict(Verdict.BLOCKED, why + 'the arm is at it, inside the collision '
+                                                      'margin')
+            if seeking:
+                return verdict(Verdict.ARRIVING, why + 'seeking the closest free pose from '
+                                                       f'where the arm stopped, {off}')
+            if goal is not None:
+                at_goal = float(np.max(np.abs(goal - q))) <= AT_GOAL_RAD
+                if still and (at_goal or isinstance(self.route, Rest)):
+                    return verdict(Verdict.BLOCKED, why + f'holding the closest free pose, {off}')
+                if self.route is None:
+                    return verdict(Verdict.ARRIVING,
+                                   why + f'heading for the closest free pose, {off}')
+            # else: a trajectory under way, a route, a rest before the goal is held (below)
         if at:
             return verdict(Verdict.ARRIVED if still else Verdict.ARRIVING,
                            'arrived' if still else 'settling at the target')

@@ -185,9 +185,11 @@ class MotionTracker:
         MotionSession.arrival).
         """
         blocked = self.stepper.report.blocked
+        held = self.goals.held
         return self.recovery.arrival(self.q if q is None else q, self.v if v is None else v,
                                      self.target, self.mode, self.goals.target_result,
-                                     blocked, self.time)
+                                     blocked, self.time, None if held is None else held.q,
+                                     self.goals.seeking)
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""
