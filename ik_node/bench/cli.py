@@ -8,7 +8,7 @@ import sys
 
 from ik_node.bench import analytic, arrival, collision, controllers, corpus, events, feedback, \
     flood, fuzz, handles, ik, node, rotations, seed000, shutdown, smoothing, soak, startup, \
-    teleop, ticks, viewer
+    tasks, teleop, ticks, viewer
 
 
 def build_parser():
@@ -41,6 +41,7 @@ def build_parser():
     viewer.add_parser(sub)
     ticks.add_parser(sub)
     arrival.add_parser(sub)
+    tasks.add_parser(sub)
     return parser
 
 

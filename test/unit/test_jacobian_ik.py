@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ik_node import Chain, IKError, InvalidInputError, JacobianIK
 from ik_node.core import rotations as rot
 from ik_node.core.kernels import base as kernels
-from ik_node.core.poses import pose_residual
+from ik_node.core.poses import pose_residual, split_pose
 from models import MIXED_URDF, random_q, reference_forward
 import numpy as np
 import pytest
@@ -159,7 +159,9 @@ def test_log_error_jacobian_matches_finite_differences(angle):
         rot.axis_angle_to_quaternion([0.3, -0.4, 0.5], angle)) @ tip[:3, :3]
     target[:3, 3] += [0.1, -0.2, 0.05]
     r = pose_residual(target, tip)
-    a, _ = solver._kernels.lm.task(chain.jacobian(q), r, True, True, solver._w6)
+    a, _ = solver._kernels.lm.task_rows(chain.jacobian(q), r, 0, (0.0, 0.0, 1.0),
+                                        split_pose(tip)[0], split_pose(tip)[1],
+                                        split_pose(target)[1], solver._w6)
     h = 1e-6
     numeric = np.stack([(pose_residual(target, chain.forward(q + h * e))
                          - pose_residual(target, chain.forward(q - h * e))) / (2 * h)

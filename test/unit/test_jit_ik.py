@@ -89,11 +89,11 @@ def test_compiled_kernels_equal_the_interpreted_ones(name, seed):
         scratch = np.empty((chain.movable, 12)) if backend == 'numba' else [None] * chain.movable
         columns = np.empty((chain.n, 6)) if backend == 'numba' else [None] * chain.n
         fk = chain.fk_arrays if backend == 'numba' else chain.fk_tables
-        r, tip = space.evaluate(q, fk, target_r, target_p, scratch)
+        r, tip_r, tip = space.evaluate(q, fk, 0, (0.0, 0.0, 1.0), target_r, target_p, scratch)
         np.testing.assert_allclose(r, expected_r, atol=1e-12)
         jac = space.jacobian(scratch, fk, tip, chain.n, columns)
         np.testing.assert_allclose(jac, expected_jac, atol=1e-13)
-        a, rhs = space.task(jac, r, True, True, solver._w6)
+        a, rhs = space.task_rows(jac, r, 0, (0.0, 0.0, 1.0), tip_r, tip, target_p, solver._w6)
         np.testing.assert_allclose(a, reference.task_matrix(jac, r), atol=1e-12)
         np.testing.assert_allclose(rhs, reference.weighted(r), atol=1e-15)
 

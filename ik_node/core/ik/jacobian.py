@@ -26,6 +26,14 @@ construction: joints whose step would cross a limit are set onto it and
 removed from the problem (an active set), and the step is then solved again
 for the rest. A step that does not lower the cost is rejected and the
 damping raised; an accepted one lowers it.
+
+The goal need not be the whole pose (issue 52): ``goal='position'`` counts
+the position rows alone, ``'orientation'`` the rotation rows, ``'axis'``
+the position and a tool axis ``a`` (the tip frame's ``tool_axis``) along the
+target's (its turn about itself free: a drill, a suction cup), ``'look_at'``
+the tool axis pointing at the target's position (a camera; where the tip is
+is free). An axis is compared with its direction ``d`` by the chord
+``d - a`` (kernels/lm.py gives its exact derivative).
 """
 
 import math
@@ -35,6 +43,8 @@ from typing import List, Optional, Tuple
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
 from ik_node.core.kernels.backend import resolve
+from ik_node.core.kernels.lm_constants import TASK_AXIS, TASK_LOOK_AT, TASK_ORIENTATION, \
+    TASK_POSE, TASK_POSITION
 from ik_node.core.model.chain import Chain
 from ik_node.core.poses import split_pose
 import numpy as np
@@ -42,7 +52,9 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-GOALS = ('pose', 'position', 'orientation')
+GOALS = ('pose', 'position', 'orientation', 'axis', 'look_at')
+TASKS = {'pose': TASK_POSE, 'position': TASK_POSITION, 'orientation': TASK_ORIENTATION,
+         'axis': TASK_AXIS, 'look_at': TASK_LOOK_AT}
 
 # Default wall-clock budget of a solve, seconds, per backend: under CPython
 # (numpy) the same iterations run ~30x slower than compiled, so it gets a
@@ -52,6 +64,9 @@ DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
 # The quick solve (one descent, in a tick) under CPython stops after this
 # many iterations (~1 ms); compiled it runs max_iterations (microseconds each).
 QUICK_ITERATIONS_NUMPY = 10
+# An axis task not met is descended once more with its axis rows weighted this
+# much (JacobianIK._position_first): the position first, then the axis.
+PRIORITY_WEIGHT = 1e-3
 
 
 class JacobianIK(IKSolver):
@@ -62,8 +77,12 @@ class JacobianIK(IKSolver):
         position_tolerance: success when the position error is below this, m.
         orientation_tolerance: success when the orientation error is below
             this, rad.
-        goal: 'pose' (6-D), 'position' (3-D, orientation free) or
-            'orientation' (3-D, position free).
+        goal: 'pose' (6-D), 'position' (3-D, orientation free),
+            'orientation' (3-D, position free), 'axis' (the position and
+            ``tool_axis`` along the target's: 5-D) or 'look_at' (``tool_axis``
+            pointing at the target's position: 2-D) (module docstring).
+        tool_axis: (3,) the tool axis in the tip frame (axis, look_at), made
+            unit; default z.
         position_weight, orientation_weight: relative weights of the position
             rows (per metre) and orientation rows (per radian) in the
             least-squares problem.
@@ -91,6 +110,7 @@ class JacobianIK(IKSolver):
 
     def __init__(self, chain: Chain, *, position_tolerance: float = 1e-6,
                  orientation_tolerance: float = 1e-6, goal: str = 'pose',
+                 tool_axis=(0.0, 0.0, 1.0),
                  position_weight: float = 1.0, orientation_weight: float = 1.0,
                  max_iterations: int = 100, max_restarts: int = 200,
                  restart_candidates: int = 1, timeout_s: Optional[float] = None,
@@ -131,10 +151,23 @@ class JacobianIK(IKSolver):
         self.nullspace_gain = float(nullspace_gain)
         self.max_step = float(max_step)
         self.random_seed = random_seed
-        rows = {'pose': slice(0, 6), 'position': slice(0, 3), 'orientation': slice(3, 6)}[goal]
+        try:
+            axis = np.asarray(tool_axis, dtype=np.float64)
+        except (TypeError, ValueError):
+            axis = np.zeros(0)
+        norm = float(np.linalg.norm(axis)) if axis.shape == (3,) else 0.0
+        if not (math.isfinite(norm) and norm > 1e-9):
+            raise InvalidInputError(f'tool_axis: expected 3 finite numbers, not all 0, '
+                                    f'received {tool_axis!r}')
+        self.tool_axis = axis / norm
+        self._axis = (float(self.tool_axis[0]), float(self.tool_axis[1]),
+                      float(self.tool_axis[2]))
+        self._task = TASKS[goal]
+        rows = {'pose': slice(0, 6), 'position': slice(0, 3), 'orientation': slice(3, 6),
+                'axis': slice(0, 6), 'look_at': slice(3, 6)}[goal]
         self._rows = rows
         weights = np.array([position_weight] * 3 + [orientation_weight] * 3, dtype=np.float64)
-        self._use_position = goal != 'orientation'
+        self._use_position = goal in ('pose', 'position', 'axis')
         self._use_orientation = goal != 'position'
         self._lower = chain.lower
         self._upper = chain.upper
@@ -212,6 +245,8 @@ class JacobianIK(IKSolver):
             assert best is not None
             _, q, r = best
             reason = beyond or self._failure_reason(restarts, deadline)
+            if self._task == TASK_AXIS and not beyond:
+                q, r, reason = self._position_first(target, q, r, seed, reason)
         pos_err, rot_err = self._errors_of(r)
         return IKResult(q=q, success=bool(successes), position_error=pos_err,
                         orientation_error=rot_err, iterations=iterations, restarts=restarts,
@@ -241,9 +276,51 @@ class JacobianIK(IKSolver):
                         elapsed_s=time.perf_counter() - start,
                         reason='' if ok else 'one descent did not converge (quick solve)')
 
+    def _position_first(self, target: FloatArray, q: FloatArray, r: FloatArray,
+                        seed: FloatArray, reason: str) -> Tuple[FloatArray, FloatArray, str]:
+        """Return (q, residual, reason) of an axis not met: the position first, then the axis.
+
+        Where the position and the axis cannot both be met (five joints asked
+        for a tool pointing down where the wrist cannot get it there), the
+        least-squares answer trades centimetres of position for degrees of
+        axis. A descent to the position alone (from the seed, else from that
+        answer), then one with the axis rows weighted PRIORITY_WEIGHT, put
+        the tip on the position and the axis as near the target's as the arm
+        then gets; taken when its position is nearer.
+        """
+        w6 = self._w6.copy()
+        w6[3:] *= PRIORITY_WEIGHT
+        target_r, target_p = split_pose(target)
+        frames, columns = self._scratch
+
+        def descent(start: FloatArray, task: int, weights: FloatArray):
+            return self._kernels.lm.descend(
+                self._fk, self.chain.n, self._lower, self._upper, target_r, target_p, start,
+                start, task, self._axis, weights, 0.0, self.max_step, self.max_iterations,
+                self.position_tolerance, self.orientation_tolerance, frames, columns)
+
+        for start in (np.clip(seed, self._lower, self._upper), q):
+            at, placed = descent(np.ascontiguousarray(start, dtype=np.float64), TASK_POSITION,
+                                 self._w6)[:2]
+            if placed:
+                break
+        q2, _, _, _, r2 = descent(at, self._task, w6)
+        if np.linalg.norm(r2[:3]) >= np.linalg.norm(r[:3]):
+            return q, r, reason
+        pos, rot = self._errors_of(r2)
+        return self._unwrap(q2, seed), r2, (
+            f'the position and the tool axis cannot both be met: the position is met within '
+            f'{pos:.2g} m, the tool axis {rot:.3g} rad from the target axis (the closest found)')
+
     def _errors_of(self, r: FloatArray) -> Tuple[float, float]:
+        """Return (position error m, orientation error rad) of a residual (6,) of the task.
+
+        An axis' chord c is reported as the angle between the axes, 2 asin(|c| / 2).
+        """
         pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0
         rot = float(np.linalg.norm(r[3:])) if self._use_orientation else 0.0
+        if self._task in (TASK_AXIS, TASK_LOOK_AT):
+            rot = 2.0 * math.asin(min(1.0, 0.5 * rot))
         return pos, rot
 
     def _load_compiled_descent(self) -> None:
@@ -276,7 +353,7 @@ class JacobianIK(IKSolver):
             self._fk, self.chain.n, self._lower, self._upper, target_r, target_p,
             np.ascontiguousarray(q0, dtype=np.float64),
             np.ascontiguousarray(q_ref, dtype=np.float64),
-            self._use_position, self._use_orientation, self._w6, self.nullspace_gain,
+            self._task, self._axis, self._w6, self.nullspace_gain,
             self.max_step, self.max_iterations if iterations is None else iterations,
             self.position_tolerance, self.orientation_tolerance, frames, columns)
         return q, bool(ok), float(cost), int(its), r

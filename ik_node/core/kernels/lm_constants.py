@@ -23,3 +23,14 @@ BIAS_FULL_ABOVE = 0.1
 # e.g. the stretched arm for a target out of reach (measured: 5 cm short).
 STALL_FRACTION = 1e-5
 STALL_WINDOW = 8
+
+# What a descent solves (JacobianIK's ``goal``): the rows of its residual
+# [position block (3); orientation block (3)] that count.
+TASK_POSE = 0          # position and rotation vector: the full pose
+TASK_POSITION = 1      # position only, the orientation free
+TASK_ORIENTATION = 2   # rotation vector only, the position free
+TASK_AXIS = 3          # position, and the tool axis along the target's (chord d - a)
+TASK_LOOK_AT = 4       # the tool axis pointing at the target's position (chord d - a)
+# Below this distance (m) from the point it looks at, a look-at has no direction:
+# its error counts as zero.
+LOOK_AT_NEAREST = 1e-9
