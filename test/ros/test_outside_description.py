@@ -312,9 +312,13 @@ def test_targets_into_itself_keep_the_meshes_apart_at_the_hardware_rate(where):
         lowest = min(lowest, at_grid)
     assert lowest >= MARGIN - SLACK, lowest
     assert lowest < 0.05, 'the target was meant to bring the arm near itself'
-    # Held at the margin, the guard names the pair that holds it.
+    # The pair that keeps the arm from the target is named: by the guard's last
+    # hold (held at the margin), or by the status of a target in collision (the
+    # arm heads for its closest free pose, where the guard need not hold it).
     last = session.tracker.stepper.report.last_hold
-    assert last is not None and all(name.startswith('panda_') for name in last.pair), last
+    arrival = session.arrival(now)
+    assert (last is not None and all(name.startswith('panda_') for name in last.pair)) or \
+        arrival.reason.count('panda_') >= 2, (last, arrival)
 
 
 def test_the_node_loads_it_and_holds_the_arm_off_itself_over_dds():

@@ -238,6 +238,7 @@ class JacobianIK(IKSolver):
             if rng is None:
                 rng = np.random.default_rng(self.random_seed)
             initial = self._random_q(rng, clipped_seed)
+        met = bool(successes)
         if successes:
             _, q, r = min(successes, key=lambda s: s[0])
             reason = ''
@@ -247,8 +248,9 @@ class JacobianIK(IKSolver):
             reason = beyond or self._failure_reason(restarts, deadline)
             if self._task == TASK_AXIS and not beyond:
                 q, r, reason = self._position_first(target, q, r, seed, reason)
+                met = not reason
         pos_err, rot_err = self._errors_of(r)
-        return IKResult(q=q, success=bool(successes), position_error=pos_err,
+        return IKResult(q=q, success=met, position_error=pos_err,
                         orientation_error=rot_err, iterations=iterations, restarts=restarts,
                         elapsed_s=time.perf_counter() - start, reason=reason)
 
@@ -286,7 +288,8 @@ class JacobianIK(IKSolver):
         axis. A descent to the position alone (from the seed, else from that
         answer), then one with the axis rows weighted PRIORITY_WEIGHT, put
         the tip on the position and the axis as near the target's as the arm
-        then gets; taken when its position is nearer.
+        then gets; taken when its position is nearer. A last descent with the
+        usual weights from there meets both where both can be met (reason '').
         """
         w6 = self._w6.copy()
         w6[3:] *= PRIORITY_WEIGHT
@@ -305,6 +308,10 @@ class JacobianIK(IKSolver):
             if placed:
                 break
         q2, _, _, _, r2 = descent(at, self._task, w6)
+        # Near a pose that meets both (the restarts' compromises missed it): both, exactly.
+        q3, both, _, _, r3 = descent(q2, self._task, self._w6)
+        if both:
+            return self._unwrap(q3, seed), r3, ''
         if np.linalg.norm(r2[:3]) >= np.linalg.norm(r[:3]):
             return q, r, reason
         pos, rot = self._errors_of(r2)
