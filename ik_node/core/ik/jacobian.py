@@ -67,6 +67,16 @@ QUICK_ITERATIONS_NUMPY = 10
 # An axis task not met is descended once more with its axis rows weighted this
 # much (JacobianIK._position_first): the position first, then the axis.
 PRIORITY_WEIGHT = 1e-3
+# Random starts of that descent besides the seed and the compromise (its optimum is a local one).
+PRIORITY_STARTS = 4
+# Of those, the answers whose position is this near (m) compete by their axis.
+POSITION_HELD = 1e-4
+
+
+def _priority(r: FloatArray) -> Tuple[bool, float]:
+    """Order residuals (6,) position first: within POSITION_HELD, then by the axis' error."""
+    held = float(np.linalg.norm(r[:3])) <= POSITION_HELD
+    return (not held, float(np.linalg.norm(r[3:] if held else r[:3])))
 
 
 class JacobianIK(IKSolver):
@@ -285,11 +295,13 @@ class JacobianIK(IKSolver):
         Where the position and the axis cannot both be met (five joints asked
         for a tool pointing down where the wrist cannot get it there), the
         least-squares answer trades centimetres of position for degrees of
-        axis. A descent to the position alone (from the seed, else from that
-        answer), then one with the axis rows weighted PRIORITY_WEIGHT, put
-        the tip on the position and the axis as near the target's as the arm
-        then gets; taken when its position is nearer. A last descent with the
-        usual weights from there meets both where both can be met (reason '').
+        axis. A descent to the position alone, then one with the axis rows
+        weighted PRIORITY_WEIGHT, put the tip on the position and the axis as
+        near the target's as the arm then gets, from the seed, that answer and
+        PRIORITY_STARTS random joints (up to four times as many while no start
+        reaches the position): the nearest axis is taken when its position is
+        nearer than the answer's. A last descent with the usual
+        weights from each meets both where both can be met (reason '').
         """
         w6 = self._w6.copy()
         w6[3:] *= PRIORITY_WEIGHT
@@ -302,18 +314,29 @@ class JacobianIK(IKSolver):
                 start, task, self._axis, weights, 0.0, self.max_step, self.max_iterations,
                 self.position_tolerance, self.orientation_tolerance, frames, columns)
 
-        for start in (np.clip(seed, self._lower, self._upper), q):
+        # Starts: the seed, the compromise, and PRIORITY_STARTS random joints (the
+        # axis' optimum on the position's self-motion is a local one): the best kept.
+        rng = np.random.default_rng(self.random_seed)
+        found: Optional[Tuple[FloatArray, FloatArray]] = None
+        for k in range(2 + 4 * PRIORITY_STARTS):
+            if k >= 2 + PRIORITY_STARTS and found is not None:
+                break   # more only while the position itself is not found
+            start = np.clip(seed, self._lower, self._upper) if k == 0 else q if k == 1 else \
+                self._random_q(rng, seed)
             at, placed = descent(np.ascontiguousarray(start, dtype=np.float64), TASK_POSITION,
                                  self._w6)[:2]
-            if placed:
-                break
-        q2, _, _, _, r2 = descent(at, self._task, w6)
-        # Near a pose that meets both (the restarts' compromises missed it): both, exactly.
-        q3, both, _, _, r3 = descent(q2, self._task, self._w6)
-        if both:
-            return self._unwrap(q3, seed), r3, ''
-        if np.linalg.norm(r2[:3]) >= np.linalg.norm(r[:3]):
+            if not placed:
+                continue
+            q2, _, _, _, r2 = descent(at, self._task, w6)
+            # Near a pose that meets both (the restarts' compromises missed it): both.
+            q3, both, _, _, r3 = descent(q2, self._task, self._w6)
+            if both:
+                return self._unwrap(q3, seed), r3, ''
+            if found is None or _priority(r2) < _priority(found[1]):
+                found = (q2, r2)
+        if found is None or np.linalg.norm(found[1][:3]) >= np.linalg.norm(r[:3]):
             return q, r, reason
+        q2, r2 = found
         pos, rot = self._errors_of(r2)
         return self._unwrap(q2, seed), r2, (
             f'the position and the tool axis cannot both be met: the position is met within '
