@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Solvers that can run now: the numpy reference until the numba kernels are compiled.
+"""Solvers that can run now: the kernels uncompiled until numba has compiled them.
 
 The choice of solver backend for a process that must never compile in a
 tick (the node). :class:`SolverSupply` builds each solver
 on numba once its kernels are compiled (or loaded from the cache) in this
-process; until then on the numpy reference, while a child process compiles
+process; until then on the numpy backend, while a child process compiles
 them (:class:`ik_node.core.warm.KernelCompile`) and the tick switches the
 tracker over at rest. Progress and outcome go to a logger (``info`` and
 ``warning`` taking one line, as rclpy's and logging's do).

@@ -1,19 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The numba kernels compiled off the control thread, while the numpy reference serves.
+"""The numba kernels compiled off the control thread, while the same kernels run uncompiled.
 
 numba compiles a kernel at its first call: about 10 s for a 7-DoF arm's
 set on an idle 2-core machine, a minute or more on a loaded one, then
 ~0.3 s to load it from the cache on later starts. A node that compiled
 before its first tick published nothing for that long. Instead it starts on
-the numpy backend (the tested reference: same results, slower per solve)
+the numpy backend (the same kernels run by CPython: same answers, slower)
 and :class:`KernelCompile` compiles every path of the same model in a child
 interpreter (``python -m ik_node.core.warm``), which fills numba's cache;
 a thread of the caller then loads the kernels from that cache. When it is
-done the caller switches the tracker to the compiled twins between two
+done the caller switches the tracker to the compiled kernels between two
 ticks. A child, not a thread, compiles: numba's compiler is Python, and
-beside a control loop that holds the GIL most of the time (the numpy
-reference) a compiling thread took minutes instead of 10 s.
+beside a control loop that holds the GIL most of the time (the uncompiled
+kernels) a compiling thread took minutes instead of 10 s.
 """
 
 import ctypes

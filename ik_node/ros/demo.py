@@ -125,7 +125,7 @@ def wait_for_node(demo, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
     """Spin until the node publishes joint_states, hears targets and runs its usual backend.
 
     With numba installed the demo waits for the compiled kernels (diagnostics
-    ``backend``): on its first start the node serves on the numpy reference
+    ``backend``): on its first start the node serves on the numpy backend
     while it compiles them, and the demo shows the node as it then runs.
     Prints progress every PROGRESS_S seconds. False when the node exited
     first or did not start within ``timeout_s``.

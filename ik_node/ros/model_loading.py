@@ -29,7 +29,7 @@ from ik_node.ros.parameters import initial_positions, joint_order, StartupError
 from std_msgs.msg import String
 
 # How long start-up waits for the kernels (a warm cache loads in ~0.7 s):
-# longer, the node starts on the numpy reference and switches later.
+# longer, the node starts on the numpy backend and switches later.
 STARTUP_COMPILE_WAIT_S = 5.0
 
 

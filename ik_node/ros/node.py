@@ -117,7 +117,7 @@ class IKNode(Node):
         self.params.warn_unknown()
         self.params.check_choices()
         # The numba kernels compile in the background (KernelCompile); until
-        # the ones a solver needs are done it runs on the numpy reference.
+        # the ones a solver needs are done it runs on the numpy backend.
         self.solvers = SolverSupply(self.get_logger(),
                                     lambda: self.get_parameter('solver').value,
                                     self.params.config)
