@@ -305,14 +305,9 @@ class JacobianIK(IKSolver):
         """
         w6 = self._w6.copy()
         w6[3:] *= PRIORITY_WEIGHT
-        target_r, target_p = split_pose(target)
-        frames, columns = self._scratch
 
         def descent(start: FloatArray, task: int, weights: FloatArray):
-            return self._kernels.lm.descend(
-                self._fk, self.chain.n, self._lower, self._upper, target_r, target_p, start,
-                start, task, self._axis, weights, 0.0, self.max_step, self.max_iterations,
-                self.position_tolerance, self.orientation_tolerance, frames, columns)
+            return self._descend(target, start, start, task=task, weights=weights, gain=0.0)
 
         # Starts: the seed, the compromise, and PRIORITY_STARTS random joints (the
         # axis' optimum on the position's self-motion is a local one): the best kept.
@@ -323,8 +318,7 @@ class JacobianIK(IKSolver):
                 break   # more only while the position itself is not found
             start = np.clip(seed, self._lower, self._upper) if k == 0 else q if k == 1 else \
                 self._random_q(rng, seed)
-            at, placed = descent(np.ascontiguousarray(start, dtype=np.float64), TASK_POSITION,
-                                 self._w6)[:2]
+            at, placed = descent(start, TASK_POSITION, self._w6)[:2]
             if not placed:
                 continue
             q2, _, _, _, r2 = descent(at, self._task, w6)
@@ -371,11 +365,13 @@ class JacobianIK(IKSolver):
     # -- one attempt -----------------------------------------------------------
 
     def _descend(self, target: FloatArray, q0: FloatArray, q_ref: FloatArray,
-                 iterations: Optional[int] = None
+                 iterations: Optional[int] = None, task: Optional[int] = None,
+                 weights: Optional[FloatArray] = None, gain: Optional[float] = None
                  ) -> Tuple[FloatArray, bool, float, int, FloatArray]:
         """Run LM iterations from q0 (kernels.lm.descend); (q, converged, cost, iterations, r).
 
-        ``iterations``: the cap (default max_iterations).
+        ``iterations``, ``task``, ``weights`` (6,), ``gain``: the cap, the task,
+        the rows' weights and the seed bias (default the solver's own).
         """
         target_r, target_p = split_pose(target)
         frames, columns = self._scratch
@@ -383,7 +379,9 @@ class JacobianIK(IKSolver):
             self._fk, self.chain.n, self._lower, self._upper, target_r, target_p,
             np.ascontiguousarray(q0, dtype=np.float64),
             np.ascontiguousarray(q_ref, dtype=np.float64),
-            self._task, self._axis, self._w6, self.nullspace_gain,
+            self._task if task is None else task, self._axis,
+            self._w6 if weights is None else weights,
+            self.nullspace_gain if gain is None else gain,
             self.max_step, self.max_iterations if iterations is None else iterations,
             self.position_tolerance, self.orientation_tolerance, frames, columns)
         return q, bool(ok), float(cost), int(its), r
