@@ -277,7 +277,7 @@ class Recovery:
                               blocked, solution, goals.solves_pose)
         if far and isinstance(self.route, Rest) and action != 'done':
             goals.ask_again(target, pole, q)
-            self.route.seeking = True
+            self.route.seeking = goals.seeking   # (not asked again when asked near here)
         if action == 'straight' and answer is not None and answer.solves:
             goals.hold_path_end(key, answer.goal, answer)
         elif action == 'plan' and planning and answer is not None and answer.solves:
