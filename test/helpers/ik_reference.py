@@ -28,8 +28,9 @@ class ReferenceDescent:
     def __init__(self, solver):
         """Take the goal rows, weights, gain, step cap, iterations and tolerances of ``solver``."""
         self.chain = solver.chain
-        self.rows = solver._rows
-        self.w = solver._w6[solver._rows]
+        self.rows = {'pose': slice(0, 6), 'position': slice(0, 3),
+                     'orientation': slice(3, 6)}[solver.goal]
+        self.w = solver._w6[self.rows]
         self.use_position = solver.goal != 'orientation'
         self.use_orientation = solver.goal != 'position'
         self.gain = solver.nullspace_gain

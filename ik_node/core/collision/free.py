@@ -45,7 +45,7 @@ from typing import Callable, List, Optional, Tuple
 from ik_node.core.collision.guard import CollisionGuard, slide
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.closed_form.base import BRANCHES
-from ik_node.core.poses import pose_error
+from ik_node.core.ik.task import POSE, Task
 import numpy as np
 import numpy.typing as npt
 
@@ -167,7 +167,7 @@ class FreeSolutions:
             best = self.restarted(solver, pose, reference, pole, _time.perf_counter())
         if best is None:
             return dataclasses.replace(res, in_collision=f'{hit[0]} with {hit[1]}')
-        pos, rot = pose_error(pose, self.guard.model.chain.forward(best))
+        pos, rot = solver.task.error(pose, self.guard.model.chain.forward(best))
         return IKResult(best, True, pos, rot, res.iterations, res.restarts,
                         res.elapsed_s + _time.perf_counter() - start)
 
@@ -202,7 +202,8 @@ class FreeSolutions:
         near = guard.model.distances(q, guard.margin)
         inside = near.distance < guard.margin
         grads = guard.model.gradients(q, near)[inside]
-        way = _null_part(self._null_space(q), grads.T @ (guard.margin - near.distance[inside]))
+        way = _null_part(self._null_space(q, solver, pose),
+                         grads.T @ (guard.margin - near.distance[inside]))
         if way is None:
             return None
         for sign in (1.0, -1.0):
@@ -231,16 +232,22 @@ class FreeSolutions:
             q = again.q
             if closest_pair(self.guard, q) is None:
                 return q
-            carried = _null_part(self._null_space(q), way)
+            carried = _null_part(self._null_space(q, solver, pose), way)
             if carried is None:
                 return None
             way = carried
         return None
 
-    def _null_space(self, q: FloatArray) -> FloatArray:
-        """Return (n, n) the projector on the null space of the tip's Jacobian at q."""
-        jac = self.guard.model.chain.jacobian(q)
-        return np.eye(len(q)) - np.linalg.pinv(jac) @ jac
+    def _null_space(self, q: FloatArray, solver: IKSolver, pose: FloatArray) -> FloatArray:
+        """Return (n, n) the projector on the null space of the task's rows at q (n,).
+
+        The rows of the solver's task toward ``pose`` (4, 4): the tip's
+        Jacobian for the full pose.
+        """
+        chain = self.guard.model.chain
+        tip, jac = chain.forward_and_jacobian(q)
+        rows = solver.task.task_rows(jac, pose, tip)[0]
+        return np.eye(len(q)) - np.linalg.pinv(rows) @ rows
 
     def restarted(self, solver: IKSolver, pose: FloatArray, reference: FloatArray,
                   pole: Optional[FloatArray], start: float) -> Optional[FloatArray]:
@@ -276,8 +283,11 @@ class FreeSolutions:
 
 
 def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
-                      checkpoint: Optional[Callable[[], None]] = None) -> FloatArray:
+                      checkpoint: Optional[Callable[[], None]] = None,
+                      task: Task = POSE) -> FloatArray:
     """Return joints (n,) whose tip is closest to ``aim`` (4, 4) keeping the margin, from start.
+
+    Closest for ``task`` (ik.task: its rows, radians weighing ROT_WEIGHT m).
 
     For a target reachable only inside the collision margin (issue 50: the
     arm should end at the closest free pose in task space, not wherever the
@@ -293,22 +303,22 @@ def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
     itself at worst) and connected to start by free steps.
     """
     from ik_node.core.ik.local import damped_step
-    from ik_node.core.poses import pose_residual_of_matrices
     wait = _nothing if checkpoint is None else checkpoint
     model, chain = guard.model, guard.model.chain
-    weight = np.array([1.0, 1.0, 1.0, ROT_WEIGHT, ROT_WEIGHT, ROT_WEIGHT])
+    weight = task.row_weights(ROT_WEIGHT)
     need = guard.margin + CLOSEST_CLEARANCE
     q = np.clip(np.asarray(start, dtype=np.float64), chain.lower, chain.upper)
 
     def cost(x: FloatArray) -> float:
-        r = pose_residual_of_matrices(aim, chain.forward(x)) * weight
+        r = task.counted(task.residual(aim, chain.forward(x))) * weight
         return float(r @ r)
 
     best = cost(q)
     for _ in range(CLOSEST_ITERATIONS):
         wait()
         pose, jac = chain.forward_and_jacobian(q)
-        step = damped_step(jac, pose_residual_of_matrices(aim, pose))
+        task_rows, error = task.task_rows(jac, aim, pose)
+        step = damped_step(task_rows, error)
         largest = float(np.max(np.abs(step)))
         if largest > CLOSEST_MAX_STEP:
             step *= CLOSEST_MAX_STEP / largest
@@ -322,7 +332,7 @@ def closest_free_pose(guard: CollisionGuard, start: FloatArray, aim: FloatArray,
             needs.append(need - near.distance)
         grads, floors = np.vstack(rows), np.concatenate(needs)
         finite = np.isfinite(floors)
-        weighted = jac * weight[:, None]
+        weighted = task_rows * weight[:, None]
         metric = weighted.T @ weighted + CLOSEST_DAMPING * eye
         lower = np.linalg.cholesky(metric).astype(np.float64)
         y = slide(model.kernels, lower.T @ step, np.linalg.solve(lower, grads[finite].T).T,

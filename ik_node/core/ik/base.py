@@ -16,6 +16,7 @@ import math
 from typing import Any, ClassVar, Optional
 
 from ik_node.core.errors import InvalidInputError
+from ik_node.core.ik.task import POSE, Task
 from ik_node.core.kernels import base as kernels
 from ik_node.core.kernels.base import ORTHONORMAL_TOL
 from ik_node.core.model.chain import fields_equal
@@ -74,6 +75,8 @@ class IKSolver(abc.ABC):
         uses_pole: True when ``pole`` turns the elbow (solvers with an elbow model).
         model_note: one line on how the solver sees the chain, for logs ('' if
             nothing to say): an exact or near-SRS arm, why not closed form.
+        task: what of a target pose counts (ik.task.Task): the full pose for
+            the closed forms; the Jacobian solver's is its own.
 
     """
 
@@ -82,6 +85,7 @@ class IKSolver(abc.ABC):
     name: ClassVar[str]
     uses_pole: ClassVar[bool] = False
     model_note: str = ''
+    task: Task = POSE
 
     @abc.abstractmethod
     def solve(self, T_target, q_reference=None, *, pole=None) -> IKResult:

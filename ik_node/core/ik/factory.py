@@ -13,13 +13,14 @@ from ik_node.core.ik.base import IKSolver
 from ik_node.core.ik.closed_form.offset_wrist import AnalyticOffsetWrist
 from ik_node.core.ik.closed_form.srs import AnalyticSRS
 from ik_node.core.ik.jacobian import JacobianIK
+from ik_node.core.ik.task import POSE, Task
 from ik_node.core.model.chain import Chain
 
 SOLVER_NAMES = ('auto', 'analytic', 'jacobian')
 
 
 def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = None,
-                backend: str = 'auto') -> IKSolver:
+                backend: str = 'auto', task: Task = POSE) -> IKSolver:
     """Build the solver ``name`` for ``chain``.
 
     Args:
@@ -31,16 +32,24 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
         budget_s: the Jacobian solver's budget per solve, seconds (None: its
             backend's default).
         backend: 'auto', 'numpy' or 'numba'.
+        task: what of a target counts (ik.task). The closed forms solve the
+            full pose; another task is the Jacobian solver's ('auto').
 
     Raises:
         InvalidInputError: an unknown name.
-        ModelError: 'analytic' for a chain with no closed form (the reasons say why).
+        ModelError: 'analytic' for a chain with no closed form (the reasons
+            say why), or for a task other than the full pose.
 
     """
     if name not in SOLVER_NAMES:
         raise InvalidInputError(f"solver: expected one of {', '.join(SOLVER_NAMES)}, received "
                                 f'{name!r}')
     why = ''
+    if not task.full_pose:
+        if name == 'analytic':
+            raise ModelError(f'the closed forms solve the full pose, not the task {task.name!r}: '
+                             "use solver 'jacobian' or 'auto'")
+        name = 'jacobian'
     if name in ('auto', 'analytic'):
         try:
             return analytic_solver(chain, backend)
@@ -48,7 +57,7 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
             if name == 'analytic':
                 raise
             why = str(exc)
-    solver = JacobianIK(chain, timeout_s=budget_s, backend=backend)
+    solver = JacobianIK(chain, timeout_s=budget_s, backend=backend, task=task)
     if why:
         solver.model_note = f'not solved in closed form: {why}'
     return solver

@@ -42,9 +42,10 @@ from typing import List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
+from ik_node.core.ik.task import Task, TASK_NAMES
 from ik_node.core.kernels.backend import resolve
-from ik_node.core.kernels.lm_constants import TASK_AXIS, TASK_LOOK_AT, TASK_ORIENTATION, \
-    TASK_POSE, TASK_POSITION
+from ik_node.core.kernels.lm_constants import AXIS_PRIORITY, POSITION_HELD, TASK_AXIS, \
+    TASK_POSITION
 from ik_node.core.model.chain import Chain
 from ik_node.core.poses import split_pose
 import numpy as np
@@ -52,9 +53,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-GOALS = ('pose', 'position', 'orientation', 'axis', 'look_at')
-TASKS = {'pose': TASK_POSE, 'position': TASK_POSITION, 'orientation': TASK_ORIENTATION,
-         'axis': TASK_AXIS, 'look_at': TASK_LOOK_AT}
+GOALS = TASK_NAMES
 
 # Default wall-clock budget of a solve, seconds, per backend: under CPython
 # (numpy) the same iterations run ~30x slower than compiled, so it gets a
@@ -66,11 +65,9 @@ DEFAULT_TIMEOUT_S = {'numba': 0.01, 'numpy': 0.1}
 QUICK_ITERATIONS_NUMPY = 10
 # An axis task not met is descended once more with its axis rows weighted this
 # much (JacobianIK._position_first): the position first, then the axis.
-PRIORITY_WEIGHT = 1e-3
+PRIORITY_WEIGHT = AXIS_PRIORITY
 # Random starts of that descent besides the seed and the compromise (its optimum is a local one).
 PRIORITY_STARTS = 4
-# Of those, the answers whose position is this near (m) compete by their axis.
-POSITION_HELD = 1e-4
 
 
 def _priority(r: FloatArray) -> Tuple[bool, float]:
@@ -93,6 +90,7 @@ class JacobianIK(IKSolver):
             pointing at the target's position: 2-D) (module docstring).
         tool_axis: (3,) the tool axis in the tip frame (axis, look_at), made
             unit; default z.
+        task: the Task (ik.task) instead of ``goal`` and ``tool_axis``.
         position_weight, orientation_weight: relative weights of the position
             rows (per metre) and orientation rows (per radian) in the
             least-squares problem.
@@ -120,15 +118,13 @@ class JacobianIK(IKSolver):
 
     def __init__(self, chain: Chain, *, position_tolerance: float = 1e-6,
                  orientation_tolerance: float = 1e-6, goal: str = 'pose',
-                 tool_axis=(0.0, 0.0, 1.0),
+                 tool_axis=(0.0, 0.0, 1.0), task: Optional[Task] = None,
                  position_weight: float = 1.0, orientation_weight: float = 1.0,
                  max_iterations: int = 100, max_restarts: int = 200,
                  restart_candidates: int = 1, timeout_s: Optional[float] = None,
                  nullspace_gain: float = 0.2, max_step: float = 1.0, random_seed: int = 0,
                  backend: str = 'auto'):
         """Validate the options and precompute the row selection."""
-        if goal not in GOALS:
-            raise InvalidInputError(f'goal: expected one of {", ".join(GOALS)}, received {goal!r}')
         self._kernels = resolve(backend)
         self.backend = self._kernels.name
         if timeout_s is None:
@@ -153,7 +149,6 @@ class JacobianIK(IKSolver):
         self.chain = chain
         self.position_tolerance = float(position_tolerance)
         self.orientation_tolerance = float(orientation_tolerance)
-        self.goal = goal
         self.max_iterations = max_iterations
         self.max_restarts = max_restarts
         self.restart_candidates = restart_candidates
@@ -161,24 +156,12 @@ class JacobianIK(IKSolver):
         self.nullspace_gain = float(nullspace_gain)
         self.max_step = float(max_step)
         self.random_seed = random_seed
-        try:
-            axis = np.asarray(tool_axis, dtype=np.float64)
-        except (TypeError, ValueError):
-            axis = np.zeros(0)
-        norm = float(np.linalg.norm(axis)) if axis.shape == (3,) else 0.0
-        if not (math.isfinite(norm) and norm > 1e-9):
-            raise InvalidInputError(f'tool_axis: expected 3 finite numbers, not all 0, '
-                                    f'received {tool_axis!r}')
-        self.tool_axis = axis / norm
-        self._axis = (float(self.tool_axis[0]), float(self.tool_axis[1]),
-                      float(self.tool_axis[2]))
-        self._task = TASKS[goal]
-        rows = {'pose': slice(0, 6), 'position': slice(0, 3), 'orientation': slice(3, 6),
-                'axis': slice(0, 6), 'look_at': slice(3, 6)}[goal]
-        self._rows = rows
+        self.task = task if task is not None else Task(goal, tool_axis)
+        self.goal = self.task.name
+        self.tool_axis = np.array(self.task.tool_axis)
+        self._axis = self.task.tool_axis
+        self._task = self.task.code
         weights = np.array([position_weight] * 3 + [orientation_weight] * 3, dtype=np.float64)
-        self._use_position = goal in ('pose', 'position', 'axis')
-        self._use_orientation = goal != 'position'
         self._lower = chain.lower
         self._upper = chain.upper
         self._continuous = chain.continuous
@@ -337,15 +320,8 @@ class JacobianIK(IKSolver):
             f'{pos:.2g} m, the tool axis {rot:.3g} rad from the target axis (the closest found)')
 
     def _errors_of(self, r: FloatArray) -> Tuple[float, float]:
-        """Return (position error m, orientation error rad) of a residual (6,) of the task.
-
-        An axis' chord c is reported as the angle between the axes, 2 asin(|c| / 2).
-        """
-        pos = float(np.linalg.norm(r[:3])) if self._use_position else 0.0
-        rot = float(np.linalg.norm(r[3:])) if self._use_orientation else 0.0
-        if self._task in (TASK_AXIS, TASK_LOOK_AT):
-            rot = 2.0 * math.asin(min(1.0, 0.5 * rot))
-        return pos, rot
+        """Return (position error m, orientation error rad) of a residual (6,) (Task.errors_of)."""
+        return self.task.errors_of(r)
 
     def _load_compiled_descent(self) -> None:
         """Load the compiled descent before a budget starts (numba compiles it on a first use).
@@ -407,7 +383,7 @@ class JacobianIK(IKSolver):
         reaches is returned) and no restarts: none can succeed, and 200 of
         them took ~30 ms, at every tick of a trajectory through such poses.
         """
-        if not self._use_position:
+        if not self.task.uses_position:
             return ''
         centre, radius = self._reach
         distance = float(np.linalg.norm(target[:3, 3] - centre))

@@ -17,6 +17,7 @@ radians; poses 4x4 in the chain's base frame.
 
 from typing import Optional, Tuple
 
+from ik_node.core.ik.task import POSE, Task
 from ik_node.core.kernels import follow as follow_kernel
 from ik_node.core.kernels.backend import Backend, NUMPY
 from ik_node.core.model.chain import Chain
@@ -50,12 +51,13 @@ def damped_step(jacobian: FloatArray, residual: FloatArray) -> FloatArray:
 
 
 def follow(chain: Chain, reference: FloatArray, target: FloatArray,
-           iterations: int = 3, kernels: Optional[Backend] = None
+           iterations: int = 3, kernels: Optional[Backend] = None, task: Task = POSE
            ) -> Tuple[FloatArray, float, bool]:
     """Move joints from ``reference`` (n,) toward the tip pose ``target`` (4x4), a little.
 
     ``kernels``: the Backend whose follow kernel runs (kernels.follow: the
     numpy backend's under CPython, numba's compiled); None: the numpy backend.
+    ``task``: what of the target counts (ik.task; an axis' position first).
 
     Returns:
         (q (n,) within the limits, the fraction of the reference's squared
@@ -69,11 +71,11 @@ def follow(chain: Chain, reference: FloatArray, target: FloatArray,
     q, start, errors, converged = backend.follow.follow(
         backend.fk(chain), chain.lower, chain.upper,
         np.ascontiguousarray(target, dtype=np.float64),
-        np.ascontiguousarray(reference, dtype=np.float64), iterations, TOLERANCE[0],
-        TOLERANCE[1], SIGMA_FLOOR, MAX_DAMPING, BACKTRACKS, backend.rows(chain.movable, 12),
-        backend.rows(chain.n, 6))
-    before = start[0] ** 2 + start[1] ** 2
-    left = 0.0 if converged or before == 0.0 else (errors[0] ** 2 + errors[1] ** 2) / before
+        np.ascontiguousarray(reference, dtype=np.float64), task.code, task.tool_axis,
+        iterations, TOLERANCE[0], TOLERANCE[1], SIGMA_FLOOR, MAX_DAMPING, BACKTRACKS,
+        backend.rows(chain.movable, 12), backend.rows(chain.n, 6))
+    before = task.cost(*start)
+    left = 0.0 if converged or before == 0.0 else task.cost(*errors) / before
     return q, left, bool(converged)
 
 

@@ -34,3 +34,11 @@ TASK_LOOK_AT = 4       # the tool axis pointing at the target's position (chord 
 # Below this distance (m) from the point it looks at, a look-at has no direction:
 # its error counts as zero.
 LOOK_AT_NEAREST = 1e-9
+# An axis task puts its position first: where both cannot be met, a radian of
+# the axis weighs this many metres (the descent's axis rows weighted by it in
+# JacobianIK's position-first search; answers compared by it, ik.task.Task.cost).
+AXIS_PRIORITY = 1e-3
+# An axis task's position is held when this near (m): the position-first answers
+# compete by their axis within it (JacobianIK), and the local steps turn the axis
+# only within it (kernels.follow.better).
+POSITION_HELD = 1e-4

@@ -27,7 +27,6 @@ from ik_node.core.ik.local import follow, polish
 from ik_node.core.kernels.backend import Backend
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.worker import Answer, ImmediateWorker, Question, World
-from ik_node.core.poses import pose_error
 import numpy as np
 import numpy.typing as npt
 
@@ -338,9 +337,10 @@ class GoalSelector:
         if answer.solves:
             if held.solved and held.key[1] is None and self._free(held.q):
                 # The local steps' solution: from where the arm is (no swing),
-                # made as exact as the solvers' (their tolerance is 1e-6).
+                # made as exact as the solvers' (their tolerance is 1e-6; a
+                # task other than the full pose: that tolerance, the steps' own).
                 aim = self._aims.get(held.key)
-                if aim is not None:
+                if aim is not None and self.solver.task.full_pose:
                     q, ok = polish(self.chain, held.q, aim, EXACT_TOL, LOCAL_ITERATIONS)
                     if ok:
                         held.replace(q, True)
@@ -395,12 +395,12 @@ class GoalSelector:
             float(np.max(np.abs(asked[1] - q))) <= ASKED_NEAR_RAD
 
     def _cost(self, q: FloatArray, key: tuple) -> float:
-        """Return the squared pose error (m^2 + rad^2) at q (n,) of the aim asked under key."""
+        """Return the squared error (Task.cost, m^2) at q (n,) of the aim asked under key."""
         aim = self._aims.get(key)
         if aim is None:
             return math.inf
-        pos, rot = pose_error(aim, self.chain.forward(q))
-        return pos * pos + rot * rot
+        task = self.solver.task
+        return task.cost(*task.error(aim, self.chain.forward(q)))
 
     def _free(self, q: FloatArray) -> bool:
         """Return True when no checked pair is inside the margin at q (always, unchecked)."""
@@ -505,12 +505,13 @@ class GoalSelector:
                           *goals: FloatArray) -> FloatArray:
         """Return the goal (n,) whose first step at full joint speed gets nearest the pose."""
         reach = dt * self.chain.velocity
+        task = self.solver.task
         best, best_cost = goals[0], math.inf
         for goal in goals:
             step = reference + np.clip(goal - reference, -reach, reach)
-            pos, rot = pose_error(pose, self.chain.forward(step))
-            if pos * pos + rot * rot < best_cost:
-                best, best_cost = goal, pos * pos + rot * rot
+            cost = task.cost(*task.error(pose, self.chain.forward(step)))
+            if cost < best_cost:
+                best, best_cost = goal, cost
         return best
 
     def _near(self, q: FloatArray, reference: FloatArray, dt: float) -> bool:
@@ -521,7 +522,8 @@ class GoalSelector:
     def _follow(self, pose: FloatArray, reference: FloatArray) -> Tuple[FloatArray, float, bool]:
         """Run local.follow (timed); return (q, fraction of the error left, converged)."""
         start = _time.perf_counter()
-        out = follow(self.chain, reference, pose, LOCAL_ITERATIONS, self.follow_kernels)
+        out = follow(self.chain, reference, pose, LOCAL_ITERATIONS, self.follow_kernels,
+                     self.solver.task)
         self.stats.record(_time.perf_counter() - start)
         self.local_solves += 1
         return out

@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Posture drift: a redundant arm's spare joints move toward a preferred posture.
 
-Where a pose leaves freedom (more joints than the 6 a pose fixes), the
-target does not say where the redundant joints go: after a singular pass or
+Where a target leaves freedom (more joints than its task fixes: 6 of a
+pose, 3 of a position, 5 of an axis), the target does not say where the
+redundant joints go: after a singular pass or
 an unreachable target the arm came back in another posture (the iiwa's
 elbow swung by ~1 rad). :class:`PostureDrift` moves each solution toward
-``TrackerConfig.posture`` in the null space of the pose, at a bounded,
-smoothly ramped speed.
+``TrackerConfig.posture`` in the null space of the task's rows, at a
+bounded, smoothly ramped speed.
 """
 
 import math
 from typing import Optional, Sequence
 
 from ik_node.core.ik.local import follow
+from ik_node.core.ik.task import POSE
 from ik_node.core.kernels.backend import Backend
 from ik_node.core.model.chain import Chain
 # The damped steps back onto the pose: as many as toward a moving pose.
@@ -41,6 +43,8 @@ class PostureDrift:
         self.chain = chain
         self.posture = self._clipped(posture)
         self.speed = 0.0   # rad/s of the fastest joint of the drift
+        #: What of the pose counts (ik.task.Task; the tracker sets its solver's).
+        self.task = POSE
         # The local steps' Backend (None: numpy; the tracker sets it).
         self.follow_kernels: Optional[Backend] = None
 
@@ -49,8 +53,8 @@ class PostureDrift:
         self.posture = self._clipped(posture)
 
     def _clipped(self, posture: Sequence[float]) -> Optional[FloatArray]:
-        """Return the posture (n,) clipped into the limits; None without one or redundancy."""
-        if not posture or self.chain.n <= 6:
+        """Return the posture (n,) clipped into the limits; None without one."""
+        if not posture:
             return None
         return np.clip(np.array(posture, dtype=np.float64), self.chain.lower, self.chain.upper)
 
@@ -59,18 +63,20 @@ class PostureDrift:
         """Move a solution (n,) of ``pose`` toward the posture for dt seconds, keeping the tip.
 
         The difference to the posture is projected onto the null space of the
-        Jacobian (I - J+ J), scaled to at most ``rate`` x dt per joint (rad/s,
-        m/s), and the tip's second-order drift removed by damped steps back
-        onto the pose (:func:`ik_node.core.ik.local.follow`). The drift's
+        task's rows J (I - J+ J; the Jacobian for a pose), scaled to at most
+        ``rate`` x dt per joint (rad/s, m/s), and the tip's second-order drift
+        removed by damped steps back onto the pose
+        (:func:`ik_node.core.ik.local.follow`). The drift's
         speed ramps up and down at half the smallest of ``accelerations``
         (n,). Not with a pole (it sets the elbow), nor when the step would
         leave the limits or not return to the pose: the goal is kept.
         """
-        posture = self.posture
-        if posture is None or pole is not None or not dt > 0.0:
+        posture, task = self.posture, self.task
+        if posture is None or self.chain.n <= task.rows or pole is not None or not dt > 0.0:
             self.speed = 0.0
             return goal
-        jac = self.chain.jacobian(goal)
+        tip, jac = self.chain.forward_and_jacobian(goal)
+        jac = task.task_rows(jac, pose, tip)[0]
         d = posture - goal
         d -= np.linalg.pinv(jac, rcond=1e-10) @ (jac @ d)
         largest = float(np.max(np.abs(d)))
@@ -84,7 +90,7 @@ class PostureDrift:
             return goal
         step = d * min(1.0, speed * dt / largest)
         moved, _, converged = follow(self.chain, goal + step, pose, LOCAL_ITERATIONS,
-                                     self.follow_kernels)
+                                     self.follow_kernels, task)
         if not converged or not self.chain.within_limits(goal + step):
             self.speed = 0.0
             return goal

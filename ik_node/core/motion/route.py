@@ -32,11 +32,11 @@ import math
 from typing import Optional, Union
 
 from ik_node.core.collision.planner import NO_PATH_IN_TIME, spaced
+from ik_node.core.ik.task import POSE
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival, arrived, Progress, STALL_S, Verdict, weighted
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.worker import Answer
-from ik_node.core.poses import pose_error
 import numpy as np
 import numpy.typing as npt
 
@@ -143,6 +143,8 @@ class Recovery:
         chain: the arm's chain.
 
     Attributes:
+        task: what of the target counts (ik.task.Task: its error is the tip's;
+            the tracker sets its solver's).
         progress: the tip's errors to the target.
         route: the Rest or PathRoute in force, or None.
         plans: paths asked for the current target.
@@ -154,6 +156,7 @@ class Recovery:
     def __init__(self, chain: Chain):
         """Nothing watched yet."""
         self.chain = chain
+        self.task = POSE
         self.progress = Progress()
         self.route: Optional[Union[Rest, PathRoute]] = None
         self.plans = 0
@@ -222,7 +225,7 @@ class Recovery:
                 return 'plan' if self._plans_left() else ''
             return ''
         if self.progress.due(time):
-            pos, rot = pose_error(target, self.chain.forward(q))
+            pos, rot = self.task.error(target, self.chain.forward(q))
             content = goal_solves and float(np.max(np.abs(goal - q))) <= AT_GOAL_RAD
             free = content or (holder is None and bool(np.any(v)))
             self.progress.sample(key, time, pos, rot, q, goal, source, free)
@@ -350,7 +353,7 @@ class Recovery:
         pose (at the goal, or resting short of it), 'arriving' while it heads
         there or waits for it to be found again.
         """
-        pos, rot = pose_error(target, self.chain.forward(q))
+        pos, rot = self.task.error(target, self.chain.forward(q))
         approach = self.progress.approach()
         error = weighted(pos, rot)
         to_go = error / approach if approach > 0.0 else math.inf

@@ -124,13 +124,14 @@ class MotionTracker:
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), self.time,
             max_linear_speed=self.config.max_linear_speed,
             max_angular_speed=self.config.max_angular_speed)
-        self.mode = Mode.for_poses(self.config.smoothing)
+        self.mode = self._pose_mode()
         self.twists = TwistInput()
         self._has_target = False   # a target, twist or reset came (else: hold where it is)
         self.feed = GoalVelocity(chain.velocity)   # the goal's velocity, fed forward
         self._stop_q = self.q
         #: Progress toward the target; rest and paths when there is none (route.py).
         self.recovery = Recovery(chain)
+        self.recovery.task = self.drift.task = solver.task
         self._goal_in_task = False   # the step's goal solves a pose (slid in the tip's metric)
         solver.set_budget(self.config.ik_timeout)
 
@@ -206,14 +207,19 @@ class MotionTracker:
             workspace onto it (counted in ``targets_clamped``).
 
         """
-        target = self.workspace(np.array(target, dtype=np.float64))
+        task = self.solver.task
+        # What the task leaves free, from the tip (a trajectory's end); a point
+        # looked at may lie beyond the arm's reach.
+        target = task.complete(np.array(target, dtype=np.float64), self.chain.forward(self.q))
+        if task.uses_position:
+            target = self.workspace(target)
         self.target = target
         self.goals.new_target()
         self._has_target = True
         if self.mode in (Mode.RESET, Mode.TWIST):
             self.twists.twist = None
             self._restart_trajectory(time)
-            self.mode = Mode.for_poses(self.config.smoothing)
+            self.mode = self._pose_mode()
         if self.mode == Mode.DIRECT:
             return 'accepted'
         return self.trajectory.add_key(time, target[:3, 3],
@@ -241,7 +247,14 @@ class MotionTracker:
         exponential-map update of seed 003 (:func:`integrate_twist`), so a
         twist takes effect when it arrives, not at the next command. A zero
         twist, or the timeout, releases: the arm brakes to rest at once.
+
+        Raises:
+            InvalidInputError: the task is a look-at (nothing changes).
+
         """
+        if not self.solver.task.smooth:
+            raise InvalidInputError('target_twist: a twist moves the tip, and the look_at task '
+                                    'aims the tool at a point: send target points instead')
         lin, ang = self.twists.within_tip_limits(
             np.array(linear, dtype=np.float64), np.array(angular, dtype=np.float64),
             self.config.max_linear_speed, self.config.max_angular_speed)
@@ -326,12 +339,17 @@ class MotionTracker:
             # The trajectory was timed for the old tip speeds: time it anew from
             # here (a speed restored after a tiny one applies at once).
             self._restart_trajectory(time)
-        if config.smoothing != was_smooth and self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
-            if config.smoothing:
+        if self._pose_mode() != Mode.for_poses(was_smooth and self.solver.task.smooth) and \
+                self.mode in (Mode.TRAJECTORY, Mode.DIRECT):
+            if self._pose_mode() == Mode.TRAJECTORY:
                 self._restart_trajectory(time)
                 self.mode = Mode.TRAJECTORY
             else:
                 self.mode = Mode.DIRECT
+
+    def _pose_mode(self) -> Mode:
+        """Return the mode of pose targets: a trajectory with smoothing (not for a look-at)."""
+        return Mode.for_poses(self.config.smoothing and self.solver.task.smooth)
 
     @property
     def accelerations(self) -> FloatArray:
@@ -388,6 +406,7 @@ class MotionTracker:
         """Use another solver for the same chain (e.g. the solver parameter changed)."""
         solver.set_budget(self.config.ik_timeout)
         self.goals.solver = solver
+        self.recovery.task = self.drift.task = solver.task
         self.goals.forget_fallback()
         self.feed.forget()
 
@@ -436,7 +455,7 @@ class MotionTracker:
             self._watch_progress(float(time), goal, source)
         self.time = float(time)
         if self.mode == Mode.RESET and self._arrived(goal):
-            self.mode = Mode.for_poses(self.config.smoothing)
+            self.mode = self._pose_mode()
             self._restart_trajectory(time)
         if self.teleoperating:
             self.twists.bound(self.target, self.chain.forward(self.q))

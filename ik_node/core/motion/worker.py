@@ -49,7 +49,7 @@ from ik_node.core.collision.planner import JointPlanner
 from ik_node.core.collision.shapes import Shape
 from ik_node.core.ik.base import IKResult, IKSolver
 from ik_node.core.ik.factory import make_solver
-from ik_node.core.poses import pose_error
+from ik_node.core.ik.task import POSE
 import numpy as np
 import numpy.typing as npt
 
@@ -230,12 +230,13 @@ class GoalEngine:
             if aimed.success:
                 goal, solves = aimed.q, not aimed.in_collision
         elif not result.success:
-            goal = _closer_of(solver.chain, question.pose, result, question.start)
+            goal = _closer_of(solver, question.pose, result, question.start)
         goal = nearest_turns(solver.chain, goal, question.start)
         if free is not None and not solves and closest_pair(free.guard, goal) is not None:
             # Reachable only inside the margin (or its closest pose is): the closest
             # free pose in task space, from the arm's joints (connected to them).
-            goal = closest_free_pose(free.guard, question.start, question.aim, self.checkpoint)
+            goal = closest_free_pose(free.guard, question.start, question.aim, self.checkpoint,
+                                     solver.task)
         path, note = None, ''
         if question.path_from is not None:
             if free is None:
@@ -292,16 +293,17 @@ class GoalEngine:
         return res
 
 
-def _closer_of(chain, pose: FloatArray, result: IKResult, start: FloatArray) -> FloatArray:
+def _closer_of(solver: IKSolver, pose: FloatArray, result: IKResult,
+               start: FloatArray) -> FloatArray:
     """Return the failed solve's joints if its residual is below the start's, else the start.
 
     A failed solve gives the closest pose its attempt found; it is headed for
     only when it puts the tip closer to pose (4, 4) than the joints ``start``
-    (n,) already do (squared residual, m^2 + rad^2).
+    (n,) already do (the task's error, Task.cost).
     """
-    pos0, rot0 = pose_error(pose, chain.forward(start))
-    cost = result.position_error ** 2 + result.orientation_error ** 2
-    return result.q if cost < pos0 * pos0 + rot0 * rot0 else start.copy()
+    task, chain = solver.task, solver.chain
+    cost = task.cost(result.position_error, result.orientation_error)
+    return result.q if cost < task.cost(*task.error(pose, chain.forward(start))) else start.copy()
 
 
 def nearest_turns(chain, q: FloatArray, start: FloatArray) -> FloatArray:
@@ -326,7 +328,8 @@ def twin_solver(solver: IKSolver) -> IKSolver:
     shared as it is: the tick never solves with it in full.
     """
     try:
-        twin = make_solver(solver.chain, solver.name, solver.budget_s, solver.backend)
+        twin = make_solver(solver.chain, solver.name, solver.budget_s, solver.backend,
+                           solver.task)
         if type(twin) is not type(solver):
             return solver
         # Its compiled kernels load here, once (numba holds the GIL while it
@@ -340,7 +343,8 @@ def twin_solver(solver: IKSolver) -> IKSolver:
 def failed_answer(question: Question, exc: BaseException) -> Answer:
     """Return the answer of a question whose engine failed: hold the start, say why."""
     chain = question.solver.chain
-    pos, rot = pose_error(question.pose, chain.forward(question.start))
+    task = getattr(question.solver, 'task', POSE)   # the last resort: it never fails itself
+    pos, rot = task.error(question.pose, chain.forward(question.start))
     reason = f'internal error: {type(exc).__name__}: {exc}'
     result = IKResult(question.start.copy(), False, pos, rot, reason=reason)
     return Answer(question.key, result, question.start.copy(), False, error=reason,
