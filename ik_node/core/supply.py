@@ -15,6 +15,7 @@ import time
 from typing import Callable, Optional
 
 from ik_node.core.ik.factory import make_solver
+from ik_node.core.ik.task import POSE, Task
 from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.session import MotionSession
@@ -74,23 +75,25 @@ class SolverSupply:
             'correct but 20-150x slower, and with collision checking a tick may outlast its '
             'period: install numba and scipy (python3-numba, python3-scipy) for the compiled one')
 
-    def ready(self, chain: Chain, name: str, q0, wait_s: float = 0.0):
-        """Return the solver ``name`` of ``chain`` that can run now, without compiling here.
+    def ready(self, chain: Chain, name: str, q0, wait_s: float = 0.0, task: Task = POSE):
+        """Return the solver ``name`` of ``chain`` for ``task`` that can run now, not compiling.
 
         Its numba twin once its kernels are compiled in this process. Else
         they are compiled in a child process: ready within ``wait_s`` (a warm
         cache), the numba twin; not, the numpy reference, and the tick
         switches when they are (switch_when_compiled). Raises ModelError
-        like make_solver.
+        like make_solver (a task other than the full pose is the Jacobian
+        solver's: compiled as it is).
         """
         if not self.numba:   # numba missing (auto is numpy) or its compile failed
-            return make_solver(chain, name, backend='numpy')
-        reference = make_solver(chain, name, backend='numpy')
+            return make_solver(chain, name, backend='numpy', task=task)
+        reference = make_solver(chain, name, backend='numpy', task=task)
         key = kernel_key(reference, chain)
         if key in self.warm:
-            return make_solver(chain, name)
+            return make_solver(chain, name, task=task)
         if self.compiling is None:
-            job = KernelCompile(key, chain, name, q0, self._config(), wait_s)
+            job = KernelCompile(key, chain, name if task.full_pose else 'jacobian', q0,
+                                self._config(), wait_s)
             self.compiling, self._progress_at = job, job.started
             # Its thread loads the kernels beside the ticks: hand the GIL over
             # every 0.5 ms, not 5 ms (it waited ~5 ms at each of many takes).
@@ -98,7 +101,7 @@ class SolverSupply:
             if job.done:
                 self.collect()
                 if key in self.warm:
-                    return make_solver(chain, name)
+                    return make_solver(chain, name, task=task)
         return reference
 
     def tracker_backend(self) -> str:
@@ -121,9 +124,10 @@ class SolverSupply:
             return
         if kernel_key(tracker.solver, tracker.chain) not in self.warm:
             if self.compiling is None and self.numba:   # kernels of another solver class
-                self.ready(tracker.chain, self._solver_name(), tracker.q)
+                self.ready(tracker.chain, self._solver_name(), tracker.q,
+                           task=tracker.solver.task)
             return
-        solver = make_solver(tracker.chain, self._solver_name())
+        solver = make_solver(tracker.chain, self._solver_name(), task=tracker.solver.task)
         solver.warm_up(tracker.q)
         session.use_solver(solver)
         self._logger.info(f'solver {solver.name}: numba from now on')

@@ -25,7 +25,7 @@ from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_u
 from ik_node.ros.collision import coal_available
 from ik_node.ros.diagnostics import model_summary
 from ik_node.ros.outputs import ENCODERS
-from ik_node.ros.parameters import initial_positions, joint_order, StartupError
+from ik_node.ros.parameters import initial_positions, joint_order, StartupError, task_for
 from std_msgs.msg import String
 
 # How long start-up waits for the kernels (a warm cache loads in ~0.7 s):
@@ -120,9 +120,12 @@ class ModelLoader:
         frames = link_frames(text, chain)
         order = joint_order(chain, node.params.value('command_joint_order', {}))
         q0 = initial_positions(chain, node.params.value('initial_positions', {}))
+        task, task_line = task_for(chain, node.get_parameter('task').value,
+                                   node.params.value('tool_axis', {}))
         # At start-up, wait for a warm cache (the tracker is built on numba).
         solver = node.solvers.ready(chain, node.get_parameter('solver').value, q0,
-                                    STARTUP_COMPILE_WAIT_S if node.session is None else 0.0)
+                                    STARTUP_COMPILE_WAIT_S if node.session is None else 0.0,
+                                    task)
         now = node.now_s()
         feedback = None if not node.feedback_topic else FeedbackPolicy(
             chain.joint_names, chain.lower, chain.upper, chain.velocity,
@@ -145,6 +148,7 @@ class ModelLoader:
                                              node.get_clock().clock_type, chain.mimics)
         for line in model_summary(chain, solver, node.get_parameter('solver').value, frames):
             node.get_logger().info(line)
+        node.get_logger().info(task_line)
         self._use_collision(text, chain, frames, q0)
         if node.handles is not None:
             node.handles.use_model()

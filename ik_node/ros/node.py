@@ -137,6 +137,7 @@ class IKNode(Node):
         # Targets / poles the keep-last queue dropped (oldest first) or the
         # transport lost before a callback saw them.
         self.target_gaps, self.pole_gaps = SequenceGaps(), SequenceGaps()
+        self.point_gaps = SequenceGaps()
         self.twist_gaps = SequenceGaps()
         self.encoder = None   # of the command output, for the model's joints
         self.frames: Optional[LinkFrames] = None
@@ -152,6 +153,9 @@ class IKNode(Node):
                                              self.command_topic, 10)
         self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
                                  self.params.target_qos())
+        # A point target: the position (or the point looked at) of a task that counts no more.
+        self.create_subscription(PointStamped, '~/target_point',
+                                 self._guarded(self._on_target_point), self.params.target_qos())
         self.create_subscription(PointStamped, '~/pole_target', self._guarded(self._on_pole),
                                  self.get_parameter('target_queue_depth').value)
         # Twists: only the newest matters (a velocity stream); keep-last 1, so a
@@ -222,7 +226,8 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
-        return self.solvers.ready(self.chain, name, self.session.q)
+        return self.solvers.ready(self.chain, name, self.session.q,
+                                  task=self.session.tracker.solver.task)
 
     # -- robot model -----------------------------------------------------------------------
 
@@ -289,6 +294,25 @@ class IKNode(Node):
         self.targets_received += 1
         # Commands go out from the timer only: the stream is planned on its grid.
         self.session.target(self._instant()[1], pose_matrix(p, q))
+
+    def _on_target_point(self, msg: PointStamped, info):
+        """Take a point target: for the position and look_at tasks (a point has no orientation)."""
+        self.point_gaps.note(info)
+        if self.session is None:
+            self.rejected['no_model'] += 1
+            return
+        task = self.session.tracker.solver.task
+        try:
+            if task.name not in ('position', 'look_at'):
+                raise RejectedMessage('point_for_task', f'a point has no orientation, and the '
+                                      f'task {task.name!r} needs one: send ~/target_pose')
+            point = check_point(msg, self.resolver())
+        except RejectedMessage as exc:
+            self.rejected[exc.reason] += 1
+            self.get_logger().warning(f'target point rejected: {exc}', throttle_duration_sec=1.0)
+            return
+        self.targets_received += 1
+        self.session.target(self._instant()[1], pose_matrix(point, (0.0, 0.0, 0.0, 1.0)))
 
     def _on_pole(self, msg: PointStamped, info):
         self.pole_gaps.note(info)

@@ -10,6 +10,8 @@ interfaces or the model); the others apply at run time.
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from ik_node.core.errors import IKError
+from ik_node.core.ik.task import Task
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig
 from ik_node.core.motion.jerk import JERK_RANGE
@@ -71,6 +73,11 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('tip_link', '', 'link whose pose is controlled', fixed=True),
     Param('solver', 'auto', 'auto (analytic for SRS arms, else jacobian), analytic or '
           'jacobian', group='solver'),
+    Param('task', '', 'what of a target counts: pose, position, orientation, axis (the '
+          "position, then tool_axis along the target's) or look_at (tool_axis at the target's "
+          "position); '' = pose, or position for fewer than 6 joints", fixed=True),
+    Param('tool_axis', DOUBLES, 'the tool axis in the tip frame, for axis and look_at (empty: '
+          'z)', fixed=True),
     Param('publish_rate', 100.0, 'joint_states rate, Hz', 1.0, 1000.0, fixed=True),
     Param('smoothing', True, 'cubic exp-map trajectory through the targets (false: straight '
           'for each target)', group='config'),
@@ -176,6 +183,32 @@ def joint_order(chain: Chain, names: Optional[Sequence[str]]) -> List[int]:
         raise StartupError(f'command_joint_order: expected the joints {chain.joint_names} '
                            f'in any order, received {list(names)}')
     return [chain.joint_names.index(name) for name in names]
+
+
+def task_for(chain: Chain, name: str, tool_axis: Optional[Sequence[float]]
+             ) -> Tuple[Task, str]:
+    """Return the task of the ``task`` and ``tool_axis`` parameters for chain, and a log line.
+
+    '' is the full pose, or the position for a chain of fewer than six joints
+    (it cannot meet every 6-D pose; the line says so).
+
+    Raises:
+        StartupError: a task out of its set, a tool axis that is not three
+            finite numbers, not all zero.
+
+    """
+    chosen = name or ('pose' if chain.n >= 6 else 'position')
+    try:
+        task = Task(chosen, tuple(tool_axis) if tool_axis else (0.0, 0.0, 1.0))
+    except IKError as exc:
+        raise StartupError(f'parameter {exc}') from None
+    line = f'model: task {task.describe()}'
+    if not name and chain.n < 6:
+        line += (f'; {chain.n} joints cannot meet every 6-D pose, so the default is position '
+                 '(task:=axis for the position and a tool axis, the position first)')
+    elif chain.n < task.rows:
+        line += f'; {chain.n} joints cannot meet every target of it: most end at the closest pose'
+    return task, line
 
 
 def initial_positions(chain: Chain, initial: Optional[Sequence[float]]) -> np.ndarray:

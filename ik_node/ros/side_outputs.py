@@ -78,6 +78,7 @@ class SideOutputs:
         values['targets_dropped_unread'] = str(node.target_gaps.missing)
         values['twists_dropped_unread'] = str(node.twist_gaps.missing)
         values['poles_dropped_unread'] = str(node.pole_gaps.missing)
+        values['points_dropped_unread'] = str(node.point_gaps.missing)
         if status is not None:
             values.update(diagnostics.tracker_values(status))
         if node.session is not None:
