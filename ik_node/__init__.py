@@ -17,6 +17,7 @@ _PUBLIC = {
     'AnalyticOffsetWrist': 'ik_node.core.ik.closed_form.offset_wrist',
     'AnalyticSRS': 'ik_node.core.ik.closed_form.srs',
     'Chain': 'ik_node.core.model.chain',
+    'EndEffector': 'ik_node.core.ik.stacked',
     'IKError': 'ik_node.core.errors',
     'IKResult': 'ik_node.core.ik.base',
     'InvalidInputError': 'ik_node.core.errors',
@@ -27,6 +28,8 @@ _PUBLIC = {
     'MotionSession': 'ik_node.core.motion.session',
     'MotionTracker': 'ik_node.core.motion.tracker',
     'spherical_cubic_interpolate_in_time': 'ik_node.core.motion.smoothing',
+    'StackedIK': 'ik_node.core.ik.stacked',
+    'Task': 'ik_node.core.ik.task',
     'TrackerConfig': 'ik_node.core.motion.tracker',
     'ZeroNormError': 'ik_node.core.errors',
 }

@@ -42,6 +42,8 @@ CORPUS = [
     ('xarm7', 'link_base', 'link7'),
     ('kuka_iiwa14_r820', 'base_link', 'tool0'),   # joints A2, A4 off by 0.436 mm: near-SRS
     ('so101_new_calib', 'base_link', 'gripper_frame_link'),   # a 5-DoF hobby arm
+    ('g1_29dof_rev_1_0', 'pelvis', 'left_rubber_hand'),   # a humanoid: a 3-joint waist + arm
+    ('g1_29dof_rev_1_0', 'torso_link', 'right_rubber_hand'),
 ]
 # A target counts as reached within these (m, rad).
 REACHED = (1e-4, 1e-3)

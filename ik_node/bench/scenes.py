@@ -19,6 +19,7 @@ from ik_node.bench.ik import BUNDLED
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.model import CollisionModel
 from ik_node.core.ik.factory import make_solver
+from ik_node.core.ik.task import default_task, Task
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
@@ -121,8 +122,12 @@ def free_target(arm: Arm, rng: np.random.Generator, spread: float = 1.0,
 
 
 def session(arm: Arm, worker=None, margin: float = MARGIN,
-            guarded: bool = True, backend: str = 'auto') -> MotionSession:
+            guarded: bool = True, backend: str = 'auto',
+            task: Optional[Task] = None) -> MotionSession:
     """Return the node's motion session on the arm (joint_states output, its default rate).
+
+    ``task``: what of a target counts (default: the node's for the arm,
+    ik.task.default_task).
 
     The kernels are loaded (compiled, from the cache) and the solver warmed
     up at the start pose, and what was built is kept out of the garbage
@@ -130,10 +135,12 @@ def session(arm: Arm, worker=None, margin: float = MARGIN,
     'numpy': the kernels' sources run by CPython (a node while its first
     compile runs, or without numba).
     """
+    task = default_task(arm.chain.n) if task is None else task
+    name = 'auto' if task.full_pose else 'jacobian'
     if backend != 'numpy':
-        compile_kernels(arm.chain, 'auto', arm.q0, TrackerConfig())
+        compile_kernels(arm.chain, name, arm.q0, TrackerConfig())
     arm.model.set_backend(backend)
-    solver = make_solver(arm.chain, 'auto', backend=backend)
+    solver = make_solver(arm.chain, name, backend=backend, task=task)
     solver.warm_up(arm.q0)
     tracker = MotionTracker(arm.chain, solver, TrackerConfig(), arm.q0, 0.0, worker=worker,
                             backend=backend)

@@ -21,6 +21,7 @@ and the solve time (median, p95).
 import time
 from typing import List
 
+from ik_node.bench import stacked
 from ik_node.bench.common import machine_info, print_json, print_table, print_title
 from ik_node.bench.corpus import corpus_path
 from ik_node.core.ik.jacobian import JacobianIK
@@ -96,14 +97,16 @@ def _rows_of(chain, kind: str, goals: List[np.ndarray], backend: str) -> List[di
 
 def run(args):
     """Print the table (or JSON)."""
-    table = rows(args)
+    table = stacked.rows(args) if args.two_arms else rows(args)
     report = {'benchmark': 'tasks', 'machine': machine_info(), 'targets': args.n,
-              'backend': args.backend, 'rows': table}
+              'backend': args.backend, 'two_arms': args.two_arms, 'rows': table}
     if args.json:
         print_json(report)
         return 0
-    print_title('tasks', f'{args.n} targets of each kind at reachable positions, solved from '
-                f'mid-limits ({args.backend})', report['machine'])
+    what = ('pairs of targets for two arms on a torso' if args.two_arms else
+            'targets of each kind at reachable positions')
+    print_title('tasks', f'{args.n} {what}, solved from mid-limits ({args.backend})',
+                report['machine'])
     columns = list(table[0])
     print_table(columns, [[f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])
                            for c in columns] for r in table])
@@ -117,6 +120,8 @@ def add_parser(subparsers):
     p.add_argument('-n', type=int, default=1000, help='targets (default 1000)')
     p.add_argument('--backend', choices=('numba', 'numpy'), default='numba',
                    help="JacobianIK's backend (default numba)")
+    p.add_argument('--two-arms', action='store_true', help='two arms on a torso (PR2, TIAGo '
+                   'dual): stacked against two one-arm solves (ik_node.bench.stacked)')
     p.add_argument('--dir', default=None, help='folder of the corpus (default: the source '
                    "tree's test/urdf_corpus/external)")
     p.set_defaults(func=run)

@@ -18,11 +18,12 @@ instead, as before issue 50.
 
 import math
 import time
-from typing import List
+from typing import List, Optional
 
 from ik_node.bench import scenes
 from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
 from ik_node.bench.ik import BUNDLED
+from ik_node.core.ik.task import Task, TASK_NAMES
 from ik_node.core.motion.costs import PARTS
 from ik_node.core.motion.worker import ImmediateWorker, ThreadWorker
 import numpy as np
@@ -35,11 +36,14 @@ SLOWEST = 0.01            # the share of ticks whose parts are reported
 
 
 def drive(arm: scenes.Arm, seconds: float, obstacles: int, rng: np.random.Generator,
-          threaded: bool, backend: str = 'auto') -> dict:
-    """Run the session on ``arm`` in real time; return its tick times, lateness and parts."""
+          threaded: bool, backend: str = 'auto', task: Optional[Task] = None) -> dict:
+    """Run the session on ``arm`` in real time; return its tick times, lateness and parts.
+
+    ``task``: the solver's (default: the node's for the arm).
+    """
     scenes.scene(arm, obstacles, rng)
     worker = ThreadWorker() if threaded else ImmediateWorker()
-    session = scenes.session(arm, worker, backend=backend)
+    session = scenes.session(arm, worker, backend=backend, task=task)
     ticks, late, parts = [], [], []
     phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
     try:
@@ -104,8 +108,9 @@ def rows(args) -> List[dict]:
     out = []
     for k, arm in enumerate(scenes.arms(args.arms, args.corpus)):
         rng = np.random.default_rng([args.seed, k])
+        task = Task(args.task) if args.task else None
         out.append(row(arm, drive(arm, args.seconds, args.obstacles, rng,
-                                  args.worker == 'thread', args.backend)))
+                                  args.worker == 'thread', args.backend, task)))
     return out
 
 
@@ -125,6 +130,9 @@ def add_parser(subparsers):
     p.add_argument('--backend', choices=['auto', 'numpy'], default='auto',
                    help='auto: compiled kernels (numba); numpy: their sources run by CPython, '
                         'as a node runs while its first compile goes on, or without numba')
+    p.add_argument('--task', choices=TASK_NAMES, default='',
+                   help="what of a target counts (default: the node's: pose, or position for "
+                        'fewer than 6 joints)')
     p.set_defaults(func=run)
 
 
@@ -135,11 +143,13 @@ def run(args):
     report = {'benchmark': 'ticks', 'seed': args.seed, 'machine': machine_info(),
               'load_average': _load(), 'seconds_per_arm': args.seconds,
               'obstacles': args.obstacles, 'worker': args.worker, 'backend': args.backend,
+              'task': args.task,
               'wall_s': time.perf_counter() - started, 'rows': table}
     if args.json:
         print_json(report)
         return 0
-    print_title('ticks', f'seed {args.seed}, worker {args.worker}, backend {args.backend}',
+    task = f', task {args.task}' if args.task else ''
+    print_title('ticks', f'seed {args.seed}, worker {args.worker}, backend {args.backend}{task}',
                 report['machine'])
     print(f'{args.seconds:g} s of real time per arm at 100 Hz, {args.obstacles} obstacles, '
           f'collision on; targets every {PHASE_S:g} s in turn with 20 Hz streams; load '

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ik_node.core.errors import IKError
-from ik_node.core.ik.task import Task
+from ik_node.core.ik.task import default_task, Task
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig
 from ik_node.core.motion.jerk import JERK_RANGE
@@ -197,7 +197,7 @@ def task_for(chain: Chain, name: str, tool_axis: Optional[Sequence[float]]
             finite numbers, not all zero.
 
     """
-    chosen = name or ('pose' if chain.n >= 6 else 'position')
+    chosen = name or default_task(chain.n).name
     try:
         task = Task(chosen, tuple(tool_axis) if tool_axis else (0.0, 0.0, 1.0))
     except IKError as exc:

@@ -208,13 +208,16 @@ def test_the_node_starts_takes_targets_in_every_target_frame_and_reaches_one(nam
             dict(node.rejected)
         goal_in_base = raw.pose(base, tip, raw_values(raw, chain, goal))
 
+        # Fewer than six joints: the node's task is the position by default (issue 52).
+        full_pose = chain.n >= 6
+
         def arrived():
             """Return True once the last joint state puts the tip on the goal (raw FK)."""
             pose = raw.pose(base, tip, raw_values(raw, chain, states[-1].position[:chain.n]))
             rotation = pose[:3, :3].T @ goal_in_base[:3, :3]
             angle = np.arccos(np.clip((np.trace(rotation) - 1) / 2, -1.0, 1.0))
             return np.linalg.norm(pose[:3, 3] - goal_in_base[:3, 3]) <= REACHED_M and \
-                angle <= REACHED_RAD
+                (angle <= REACHED_RAD or not full_pose)
         assert wait_until(arrived, 30.0, spin_once), states[-1]
         for msg in states:
             q = np.array(msg.position[:chain.n])

@@ -192,8 +192,8 @@ def test_corpus_json_loads_every_pair_and_reaches_its_targets(capsys):
     assert main(['corpus', '--json', '--no-node', '--targets', '2', '--repeats', '1',
                  '--dir', folder]) == 0
     report = json.loads(capsys.readouterr().out)
-    # 14 pairs of example-robot-data, ROS-Industrial's iiwa, TheRobotStudio's SO-101
-    assert len(report['rows']) == 16
+    # 16 pairs of example-robot-data (the G1's 2), ROS-Industrial's iiwa, TheRobotStudio's SO-101
+    assert len(report['rows']) == 18
     assert all(r['reached'] == '2 / 2' for r in report['rows']), report['rows']
 
 

@@ -218,6 +218,15 @@ class Task:
 POSE = Task()
 
 
+def default_task(joints: int) -> Task:
+    """Return the task of an arm of ``joints`` joints by default: the pose, or its position.
+
+    Fewer than six joints cannot meet every 6-D pose: asked for one they
+    trade the position for an orientation they cannot reach (issue 52).
+    """
+    return POSE if joints >= 6 else Task('position')
+
+
 def rotation_between(u: FloatArray, v: FloatArray) -> FloatArray:
     """Return the least rotation (3, 3) that takes the unit vector u (3,) onto the unit v (3,).
 
