@@ -36,9 +36,9 @@ TASK_LOOK_AT = 4       # the tool axis pointing at the target's position (chord 
 LOOK_AT_NEAREST = 1e-9
 # An axis task puts its position first: where both cannot be met, a radian of
 # the axis weighs this many metres (the descent's axis rows weighted by it in
-# JacobianIK's position-first search; answers compared by it, ik.task.Task.cost).
+# JacobianIK's position-first search; the local steps' acceptance,
+# kernels.follow.better; answers compared by it, ik.task.Task.cost).
 AXIS_PRIORITY = 1e-3
 # An axis task's position is held when this near (m): the position-first answers
-# compete by their axis within it (JacobianIK), and the local steps turn the axis
-# only within it (kernels.follow.better).
+# compete by their axis within it (JacobianIK._position_first).
 POSITION_HELD = 1e-4

@@ -286,7 +286,10 @@ class Chain:
         of it (inf when unbounded). The joints' axes, not their origins, give
         the distances, so offsets along an axis (a UR's or an iiwa's
         shoulder height) cost nothing. Out of this ball no joint values put
-        the tip: the Jacobian solver does not restart for such a target.
+        the tip: the Jacobian solver does not restart for such a target. When
+        the ball of :meth:`reach_bound` around the base origin is smaller (a
+        humanoid's waist of three joints, offset from each other, loosens the
+        inward ball: the G1's by 10 %), that one is returned.
         """
         frames, _, tip = self.frames([0.0] * self.n)
         centre, radius = np.array(tip, dtype=np.float64), 0.0
@@ -305,6 +308,9 @@ class Chain:
             foot = origin + np.dot(centre - origin, axis) * axis
             radius += float(np.linalg.norm(centre - foot))
             centre = foot
+        bound = self.reach_bound()
+        if bound < radius:
+            return np.zeros(3), bound
         return centre, radius
 
     def joint_spans(self) -> FloatArray:
