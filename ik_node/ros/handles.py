@@ -39,6 +39,8 @@ TARGET, POLE = 'target', 'pole'
 # A drag with no feedback for this long has ended (RViz sends pose updates
 # while the mouse moves; MOUSE_UP may be lost with a closed window), s.
 DRAG_IDLE_S = 0.5
+# A look-at's handle before its first target: this far along the tool axis, m.
+LOOK_AHEAD_M = 0.5
 # Upstream's rule (interactive_marker_server.py): while one client drags a
 # marker, another client's feedback is refused for this long, s.
 OTHER_CLIENT_S = 1.0
@@ -144,6 +146,26 @@ class HandlePolicy:
 def elbow_point(chain, q) -> np.ndarray:
     """Return the elbow (3,) m, base frame, at joints q: the fourth joint's origin."""
     return np.array(chain.frames(q)[0][3][9:12])
+
+
+def handle_pose(session) -> np.ndarray:
+    """Return where the target handle sits (4, 4), base frame: the tip, or what it looks at.
+
+    A look-at's target is the point looked at, not the tip's pose (a handle at
+    the tip would ask the camera to look at itself): its handle is at the
+    target's point, or LOOK_AHEAD_M along the tool axis before a target came.
+    """
+    tip = session.chain.forward(session.q)
+    task = session.tracker.solver.task
+    if task.name != 'look_at':
+        return tip
+    at = tip.copy()
+    point = session.tracker.target[:3, 3]
+    if np.linalg.norm(point - tip[:3, 3]) > LOOK_AHEAD_M * 0.01:
+        at[:3, 3] = point
+    else:
+        at[:3, 3] = tip[:3, 3] + LOOK_AHEAD_M * (tip[:3, :3] @ np.array(task.tool_axis))
+    return at
 
 
 def moved(shown: np.ndarray, actual: np.ndarray) -> bool:
@@ -260,7 +282,7 @@ class TargetHandles:
         look = look_of(session.arrival(node.now_s()) if session.has_target else None)
         menu_state = (node.get_parameter('solver').value,
                       bool(node.get_parameter('smoothing').value))
-        tip = session.chain.forward(session.q)
+        tip = handle_pose(session)
         base = session.chain.base_link
         if look != self._look or menu_state != self._menu_state:
             shown = tip if TARGET not in self._shown or not self.drags.dragging(TARGET, now) \

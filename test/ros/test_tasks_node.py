@@ -93,3 +93,31 @@ def test_a_point_is_refused_where_the_task_needs_an_orientation():
 def test_a_bad_task_stops_the_node_at_start_up_with_one_line(params, message, capfd):
     code, err = start_in_process(dict(PARAMS, **params), capfd, unique_domain_id())
     assert code == 1 and message in err and 'Traceback' not in err, err
+
+
+def test_a_look_at_handle_sits_at_the_point_looked_at():
+    """Ahead of the camera before a target (not at the tip: that point has no direction)."""
+    from ik_node.core.ik.factory import make_solver
+    from ik_node.core.ik.task import Task
+    from ik_node.core.motion.session import MotionSession
+    from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
+    from ik_node.ros.handles import handle_pose, LOOK_AHEAD_M
+    from models import ARMS
+    from ik_node import Chain
+    path, base, tip = ARMS['ur5e']
+    chain = Chain.from_urdf_string(path.read_text(), base, tip)
+    q0 = chain.mid_limits() + 0.3
+    task = Task('look_at', (0.0, 0.0, 1.0))
+    tracker = MotionTracker(chain, make_solver(chain, 'auto', task=task), TrackerConfig(), q0,
+                            0.0)
+    session = MotionSession(tracker, 0.01, 0.02, 500.0)
+    camera = chain.forward(q0)
+    np.testing.assert_allclose(handle_pose(session)[:3, 3],
+                               camera[:3, 3] + LOOK_AHEAD_M * camera[:3, 2], atol=1e-12)
+    point = np.eye(4)
+    point[:3, 3] = [2.0, -1.0, 0.5]
+    session.target(0.0, point)
+    np.testing.assert_array_equal(handle_pose(session)[:3, 3], point[:3, 3])
+    pose_tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), q0, 0.0)
+    np.testing.assert_array_equal(
+        handle_pose(MotionSession(pose_tracker, 0.01, 0.02, 500.0)), camera)
