@@ -40,7 +40,8 @@ def tracker_values(status: TrackerStatus) -> Dict[str, str]:
               'angle_to_target_rad': f'{arrival.angle_rad:.4g}',
               'approach_m_s': f'{arrival.approach_m_s:.3g}',
               'time_to_go_s': f'{arrival.time_to_go_s:.3g}',
-              'solver': status.solver, 'backend': status.backend, 'mode': status.mode.value,
+              'solver': status.solver, 'backend': status.backend, 'task': status.task,
+              'mode': status.mode.value,
               'twist_timeouts': str(status.twist_timeouts),
               'twists_scaled_to_speed_limits': str(status.twists_scaled),
               'ik_timeout_s': 'none (closed form)' if budget is None else f'{budget:.6g}'}

@@ -67,6 +67,10 @@ def test_a_five_joint_arm_goes_to_points_and_to_positions_of_poses(capfd):
         for message in states:
             assert all(np.isfinite(message.position))
         assert node.rejected == {}
+        from ik_node.ros.diagnostics import tracker_values
+        values = tracker_values(node.session.tracker.status())
+        assert values['task'] == 'position' and values['arrival'] == 'arrived', values
+        assert float(values['angle_to_target_rad']) == 0.0   # the orientation is free
 
 
 def test_a_point_is_refused_where_the_task_needs_an_orientation():

@@ -30,6 +30,7 @@ class TrackerStatus:
     Attributes:
         mode: a :class:`Mode` (equal to its text: 'trajectory', 'direct', 'reset', 'twist').
         solver: the IK solver's name; backend: its backend ('numpy', 'numba').
+        task: what of a target counts (ik.task.Task.name: 'pose', 'position', ...).
         ik_budget_s: the solver's budget per solve, s (None: a closed form).
         last_result: the last solve's result (None before any).
         target_result: the newest target's reachability check (None before one).
@@ -50,6 +51,7 @@ class TrackerStatus:
     mode: Mode
     solver: str
     backend: str
+    task: str
     ik_budget_s: Optional[float]
     last_result: Optional[IKResult]
     target_result: Optional[IKResult]
@@ -70,6 +72,7 @@ class TrackerStatus:
         stats, trajectory, goals = tracker.goals.stats, tracker.trajectory, tracker.goals
         return cls(
             mode=tracker.mode, solver=goals.solver.name, backend=goals.solver.backend,
+            task=goals.solver.task.name,
             ik_budget_s=goals.solver.budget_s, last_result=stats.last_result,
             target_result=goals.target_result, last_solve_s=stats.last_solve_s,
             solve_time_percentiles=stats.percentiles(), twist_timeouts=tracker.twists.timeouts,
