@@ -334,6 +334,9 @@ class IKNode(Node):
             self.rejected['no_model'] += 1
             return
         try:
+            if not self.session.tracker.solver.task.smooth:
+                raise RejectedMessage('twist_for_task', 'a twist moves the tip, and the look_at '
+                                      'task aims the tool at a point: send target points')
             linear, angular, body = check_twist(msg, self.resolver(), self.chain.tip_link)
         except RejectedMessage as exc:
             self.rejected[exc.reason] += 1

@@ -73,6 +73,25 @@ def test_a_five_joint_arm_goes_to_points_and_to_positions_of_poses(capfd):
         assert float(values['angle_to_target_rad']) == 0.0   # the orientation is free
 
 
+def test_a_twist_is_refused_by_a_look_at_node_and_counted():
+    from geometry_msgs.msg import TwistStamped
+    from models import ARMS
+    path, base, tip = ARMS['ur5e']
+    params = {'urdf_path': str(path), 'base_link': base, 'tip_link': tip, 'task': 'look_at',
+              'target_marker': False}
+    with in_process_ik_node(params) as (node, client, spin_once):
+        twist_pub = client.create_publisher(TwistStamped, '/ik_node/target_twist', 10)
+        assert wait_until(lambda: twist_pub.get_subscription_count() > 0, 10.0, spin_once)
+        twist = TwistStamped()
+        twist.header.frame_id = base
+        twist.twist.linear.x = 0.05
+        q = node.session.q.copy()
+        assert wait_until(lambda: (twist_pub.publish(twist), node.rejected['twist_for_task'])[1],
+                          10.0, spin_once)
+        assert node.callback_errors == 0
+        np.testing.assert_array_equal(node.session.q, q)
+
+
 def test_a_point_is_refused_where_the_task_needs_an_orientation():
     with in_process_ik_node(dict(PARAMS, task='axis')) as (node, client, spin_once):
         point_pub = client.create_publisher(PointStamped, '/ik_node/target_point', 10)
