@@ -208,6 +208,9 @@ def task_for(chain: Chain, name: str, tool_axis: Optional[Sequence[float]]
                  '(task:=axis for the position and a tool axis, the position first)')
     elif chain.n < task.rows:
         line += f'; {chain.n} joints cannot meet every target of it: most end at the closest pose'
+    if tool_axis and task.name not in ('axis', 'look_at'):
+        line += (f'; tool_axis is set but not used by the task {task.name} (axis and look_at '
+                 'use it)')
     return task, line
 
 

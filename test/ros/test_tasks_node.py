@@ -144,3 +144,18 @@ def test_a_look_at_handle_sits_at_the_point_looked_at():
     pose_tracker = MotionTracker(chain, make_solver(chain, 'auto'), TrackerConfig(), q0, 0.0)
     np.testing.assert_array_equal(
         handle_pose(MotionSession(pose_tracker, 0.01, 0.02, 500.0)), camera)
+
+
+def test_the_start_up_line_says_a_tool_axis_the_task_does_not_use():
+    from ik_node import Chain
+    from ik_node.ros.parameters import task_for
+    from models import ARMS
+    path, base, tip = ARMS['ur5e']
+    chain = Chain.from_urdf_string(path.read_text(), base, tip)
+    task, line = task_for(chain, '', [1.0, 0.0, 0.0])
+    assert task.name == 'pose' and 'tool_axis is set but not used by the task pose' in line
+    task, line = task_for(chain, 'axis', [1.0, 0.0, 0.0])
+    assert task.tool_axis == (1.0, 0.0, 0.0) and 'not used' not in line
+    so101 = Chain.from_urdf_string(SO101.read_text(), 'base_link', 'gripper_frame_link')
+    task, line = task_for(so101, 'pose', [])
+    assert '5 joints cannot meet every target of it' in line
