@@ -21,7 +21,7 @@ import math
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from ik_node import Chain, InvalidInputError
+from ik_node import InvalidInputError
 from ik_node.core.errors import ModelError
 from ik_node.core.ik import local
 from ik_node.core.ik.factory import make_solver
@@ -29,37 +29,17 @@ from ik_node.core.ik.task import POSE, rotation_between, Task, TASK_NAMES
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.motion.arrival import Verdict
 from ik_node.core.motion.tracker import MotionTracker, TrackerConfig
-from models import ARMS, URDF_CORPUS
 import numpy as np
-from oracle import RawModel
 import pytest
+from task_arms import angle, BACKENDS, CHAINS, FILES, inside, oracle_tip
 import transforms3d
 
-SO101 = (URDF_CORPUS / 'external' / 'so101_new_calib.urdf', 'base_link', 'gripper_frame_link')
-FILES = {'so101': SO101, 'ur5e': ARMS['ur5e'], 'iiwa14': ARMS['iiwa14']}
-XML = {name: path.read_text() for name, (path, _, _) in FILES.items()}
-CHAINS = {name: Chain.from_urdf_string(XML[name], base, tip)
-          for name, (_, base, tip) in FILES.items()}
-RAW = {name: RawModel(xml) for name, xml in XML.items()}
-BACKENDS = ['numba', 'numpy']
 # Met by the local steps from near a solution, by the oracle's FK (m, rad).
 STEPS_MET_M, STEPS_MET_RAD = 1e-6, 1e-5
 # Arrived: by the oracle's FK (m, rad), at rest.
 ARRIVED_M, ARRIVED_RAD = 1e-4, 1e-3
 PERIOD = 0.01
 TIMEOUT_S = 15.0
-
-
-def oracle_tip(name, q):
-    """Return the tip pose (4, 4) at joints q by the raw description."""
-    chain = CHAINS[name]
-    return RAW[name].pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, q)))
-
-
-def angle(u, v):
-    """Return the angle between two vectors, rad."""
-    u, v = np.asarray(u) / np.linalg.norm(u), np.asarray(v) / np.linalg.norm(v)
-    return float(np.arctan2(np.linalg.norm(np.cross(u, v)), u @ v))
 
 
 def rotation_angle(a, b):
@@ -87,12 +67,6 @@ def random_pose(rng, spread=1.0):
     pose[:3, :3] = transforms3d.quaternions.quat2mat(quaternion / np.linalg.norm(quaternion))
     pose[:3, 3] = rng.uniform(-spread, spread, 3)
     return pose
-
-
-def inside(chain, rng, shrink=0.1):
-    """Return joints drawn inside the limits, ``shrink`` of each range off either end."""
-    pad = shrink * (chain.upper - chain.lower)
-    return rng.uniform(chain.lower + pad, chain.upper - pad)
 
 
 def turned_about(pose, axis, turn):

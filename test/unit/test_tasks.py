@@ -17,41 +17,14 @@ must hold, judged by the raw description's own forward kinematics
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ik_node import Chain, InvalidInputError, JacobianIK
-from models import ARMS, URDF_CORPUS
+from ik_node import InvalidInputError, JacobianIK
 import numpy as np
-from oracle import RawModel
 import pytest
+from task_arms import angle, BACKENDS, CHAINS, FILES, inside, oracle_tip
 import transforms3d
 
-SO101 = (URDF_CORPUS / 'external' / 'so101_new_calib.urdf', 'base_link', 'gripper_frame_link')
-FILES = {'so101': SO101, 'ur5e': ARMS['ur5e'], 'iiwa14': ARMS['iiwa14']}
-XML = {name: path.read_text() for name, (path, _, _) in FILES.items()}
-CHAINS = {name: Chain.from_urdf_string(XML[name], base, tip)
-          for name, (_, base, tip) in FILES.items()}
-RAW = {name: RawModel(xml) for name, xml in XML.items()}
 # Met: the task's errors by the oracle's FK (m, rad).
 MET_M, MET_RAD = 1e-5, 1e-4
-BACKENDS = ['numba', 'numpy']
-
-
-def oracle_tip(name, q):
-    """Return the tip pose (4, 4) at joints q by the raw description."""
-    chain = CHAINS[name]
-    return RAW[name].pose(chain.base_link, chain.tip_link, dict(zip(chain.joint_names, q)))
-
-
-def angle(u, v):
-    """Return the angle between two vectors, rad."""
-    u, v = u / np.linalg.norm(u), v / np.linalg.norm(v)
-    return float(np.arctan2(np.linalg.norm(np.cross(u, v)), u @ v))
-
-
-def inside(chain, rng, shrink=0.1):
-    """Return joints drawn inside the limits, ``shrink`` of each range off either end."""
-    lo, hi = chain.lower, chain.upper
-    pad = shrink * (hi - lo)
-    return rng.uniform(lo + pad, hi - pad)
 
 
 def error_of(solver, target, q):

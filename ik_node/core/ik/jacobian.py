@@ -42,7 +42,7 @@ from typing import List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import check_budget, check_pose, IKResult, IKSolver
-from ik_node.core.ik.task import Task, TASK_NAMES
+from ik_node.core.ik.task import Task
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.kernels.lm_constants import AXIS_PRIORITY, POSITION_HELD, TASK_AXIS, \
     TASK_POSITION
@@ -53,7 +53,6 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-GOALS = TASK_NAMES
 
 # Default wall-clock budget of a solve, seconds, per backend: under CPython
 # (numpy) the same iterations run ~30x slower than compiled, so it gets a
