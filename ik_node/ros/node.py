@@ -28,6 +28,7 @@ import time
 from typing import Optional
 
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
+from ik_node.core.errors import ModelError
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import LinkFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
@@ -40,6 +41,7 @@ from ik_node.ros.collision import CollisionSupport
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     pose_matrix, RejectedMessage
 from ik_node.ros.delivery import SequenceGaps
+from ik_node.ros.group import declare_effectors, GroupFront
 from ik_node.ros.handles import TargetHandles
 from ik_node.ros.marker_server import MarkerServer
 from ik_node.ros.model_loading import ModelLoader
@@ -113,6 +115,7 @@ class IKNode(Node):
         """Declare parameters, load the robot model, create the ROS interfaces (__init__)."""
         self.epoch_ns = self.get_clock().now().nanoseconds
         declare_parameters(self)
+        effectors = declare_effectors(self)   # several end effectors: their parameters
         self.params = ParameterRouting(self)
         self.params.warn_unknown()
         self.params.check_choices()
@@ -151,6 +154,30 @@ class IKNode(Node):
         self.command_topic = self.get_parameter('command_topic').value or default_topic
         self.command_pub = self._named_topic('command_topic', self.create_publisher, kind,
                                              self.command_topic, 10)
+        self.handles: Optional[TargetHandles] = None
+        self.handle_gaps = SequenceGaps()
+        self.feedback_topic = self.get_parameter('feedback_topic').value
+        # Several end effectors: their own topics, model, session and outputs (ros/group.py).
+        self.group = GroupFront(self, effectors) if effectors else None
+        if self.group is None:
+            self._start_one_arm()
+        self.feedback_topic_subscribe()
+        self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
+        self.create_subscription(MarkerArray, '~/obstacles', self._guarded(self._on_obstacles),
+                                 QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
+                                            reliability=ReliabilityPolicy.RELIABLE))
+        if self.group is None:
+            self._load_model()
+        self.side_outputs = SideOutputs(self, self._guarded) if self.group is None else None
+        self.create_timer(self.period, self._guarded(self._tick))
+        if self.output == 'position_array':
+            array_rate = self.get_parameter('controller_rate').value or rate
+            self._array_timer = self.create_timer(1.0 / array_rate,
+                                                  self._guarded(self._send_array))
+            self.get_logger().warning(position_array_warning(array_rate))
+
+    def _start_one_arm(self) -> None:
+        """Make the topics of one end effector (targets, points, poles, twists, handles)."""
         self.create_subscription(PoseStamped, '~/target_pose', self._guarded(self._on_target),
                                  self.params.target_qos())
         # A point target: the position (or the point looked at) of a task that counts no more.
@@ -165,19 +192,18 @@ class IKNode(Node):
         twist_qos.depth = 1
         self.create_subscription(TwistStamped, '~/target_twist', self._guarded(self._on_twist),
                                  twist_qos)
-        self.feedback_topic = self.get_parameter('feedback_topic').value
+
+    def feedback_topic_subscribe(self) -> None:
+        """Follow the robot's joint states on feedback_topic, when set."""
         if self.feedback_topic:
             # Best effort matches a broadcaster of either reliability.
             self._named_topic('feedback_topic', self.create_subscription, JointState,
                               self.feedback_topic, self._guarded(self._on_feedback),
                               QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
                                          reliability=ReliabilityPolicy.BEST_EFFORT))
-        self.create_service(Trigger, '~/reset', self._guarded(self._on_reset, _failed_trigger))
-        self.create_subscription(MarkerArray, '~/obstacles', self._guarded(self._on_obstacles),
-                                 QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
-                                            reliability=ReliabilityPolicy.RELIABLE))
-        self.handle_gaps = SequenceGaps()
-        self.handles: Optional[TargetHandles] = None
+
+    def _load_model(self) -> None:
+        """Load the model of the parameters, else wait for it on robot_description; handles."""
         if self.get_parameter('target_marker').value:
             server = MarkerServer(self, '~/target_marker', self._guarded(self._on_handle))
             self.handles = TargetHandles(server, self, time.monotonic)
@@ -189,13 +215,6 @@ class IKNode(Node):
             self.create_subscription(String, 'robot_description',
                                      self._guarded(self.model.on_description), latched)
             self.get_logger().info('waiting for the robot model on the robot_description topic')
-        self.side_outputs = SideOutputs(self, self._guarded)
-        self.create_timer(self.period, self._guarded(self._tick))
-        if self.output == 'position_array':
-            array_rate = self.get_parameter('controller_rate').value or rate
-            self._array_timer = self.create_timer(1.0 / array_rate,
-                                                  self._guarded(self._send_array))
-            self.get_logger().warning(position_array_warning(array_rate))
 
     def destroy_node(self):
         """Stop the worker thread, then destroy the node."""
@@ -226,6 +245,9 @@ class IKNode(Node):
 
     def _solver_for(self, name: str):
         """Build the solver ``name`` for the loaded chain (ModelError when it cannot be)."""
+        if self.group is not None:
+            raise ModelError('solver: several end effectors are solved by the stacked '
+                             'Jacobian only')
         return self.solvers.ready(self.chain, name, self.session.q,
                                   task=self.session.tracker.solver.task)
 
@@ -234,6 +256,12 @@ class IKNode(Node):
     # -- collision ----------------------------------------------------------------------------
 
     def _on_obstacles(self, msg: MarkerArray):
+        if self.group is not None:
+            self.rejected['obstacles_not_checked'] += 1
+            self.get_logger().error('obstacles: collision is not checked with several end '
+                                    'effectors; these obstacles are NOT avoided',
+                                    throttle_duration_sec=5.0)
+            return
         self.collision.on_markers(msg, None)
 
     # -- callbacks ----------------------------------------------------------------------------
@@ -427,7 +455,10 @@ class IKNode(Node):
         # stamp, whatever the solve costs afterwards.
         stamp, now = self._instant()
         self.clock.see(now, self.session is not None)
-        self.solvers.switch_when_compiled(self.session)
+        if self.group is None:
+            self.solvers.switch_when_compiled(self.session)
+        else:
+            self.group.switch_when_compiled()
         if self.session is not None and not self._stopping:
             if self.handles is not None:
                 self.handles.apply(now)   # the newest dragged target: once per tick
@@ -439,7 +470,10 @@ class IKNode(Node):
                     'where the arm is', throttle_duration_sec=1.0)
             if tick.planned:
                 self._publish(stamp, now)
-        self.side_outputs.publish_due(now)
+        if self.group is not None:
+            self.group.publish_diagnostics(now)
+        else:
+            self.side_outputs.publish_due(now)
 
     def _publish(self, stamp, now: float):
         """Publish the plan on the command output at this tick (its encoder's message).
@@ -448,7 +482,9 @@ class IKNode(Node):
         horizon, stamped with its first point's instant (at or before now).
         position_array: sent by its own timer (_send_array).
         """
-        if self.output != 'position_array':
+        if self.group is not None:
+            self.group.publish(stamp, now)
+        elif self.output != 'position_array':
             self.command_pub.publish(self.encoder.message(self.stream, stamp, now))
 
     def _send_array(self):

@@ -78,6 +78,13 @@ PARAMETERS: Tuple[Param, ...] = (
           "position); '' = pose, or position for fewer than 6 joints", fixed=True),
     Param('tool_axis', DOUBLES, 'the tool axis in the tip frame, for axis and look_at (empty: '
           'z)', fixed=True),
+    Param('end_effectors', STRINGS, 'several end effectors solved together, each with '
+          '<name>.tip_link, .base_link, .task, .tool_axis, .command_topic and topics '
+          '~/<name>/target_pose, ~/<name>/target_point (empty: one, base_link to tip_link)',
+          fixed=True),
+    Param('joint_weights', STRINGS, "with end_effectors: 'joint:weight', weight in (0, 1]: a "
+          'lighter joint (a torso) moves only where the others need it', fixed=True),
+    Param('locked_joints', STRINGS, 'with end_effectors: joints that never move', fixed=True),
     Param('publish_rate', 100.0, 'joint_states rate, Hz', 1.0, 1000.0, fixed=True),
     Param('smoothing', True, 'cubic exp-map trajectory through the targets (false: straight '
           'for each target)', group='config'),

@@ -128,6 +128,26 @@ class JointUnion:
         """The number of joints."""
         return len(self.names)
 
+    @property
+    def joint_names(self) -> List[str]:
+        """(N,) joint names, union order (as Chain.joint_names: a tracker steps either)."""
+        return self.names
+
+    def check_q(self, q, name: str = 'q') -> FloatArray:
+        """Validate a joint vector: (N,) finite floats in union order (InvalidInputError)."""
+        arr = np.asarray(q, dtype=np.float64)
+        if arr.shape != (self.n,):
+            raise InvalidInputError(f'{name}: expected shape ({self.n},) for joints '
+                                    f'{self.names}, received shape {arr.shape}')
+        if not np.all(np.isfinite(arr)):
+            raise InvalidInputError(f'{name}: expected finite joint values, received {arr}')
+        return arr
+
+    def within_limits(self, q, tol: float = 0.0) -> bool:
+        """Return True when every joint of ``q`` (N,) is within its limits (+- tol)."""
+        arr = np.asarray(q, dtype=np.float64)
+        return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
+
     def shared(self) -> List[str]:
         """Return the joints of more than one chain (a torso), union order."""
         counts = np.zeros(self.n, dtype=int)
@@ -323,6 +343,43 @@ class StackedIK:
         split = [split_pose(pose) for pose in self.forward(near)]
         self._descend(split, q, q, self.union.lower, self.union.upper)
 
+    def follow(self, targets: Sequence, q: FloatArray, iterations: int,
+               locked_at: Optional[FloatArray] = None) -> FloatArray:
+        """Return (N,) the joints a few LM iterations from q take toward every target.
+
+        A motion step's goal (the tracker's, each tick): one bounded descent
+        from the current joints, biased to stay near them, no restarts; its
+        cost is at most ``iterations`` stacked steps. At a local minimum of
+        the summed error (targets that cannot all be met) it returns q itself:
+        a goal that rests.
+
+        Args:
+            targets: one pose (4, 4) per end effector, base frame (checked by the caller).
+            q: (N,) joints now, union order, within the limits.
+            iterations: the most LM iterations, >= 1.
+            locked_at: (N,) where locked joints stay (default q).
+
+        """
+        self.warm_up()
+        split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
+        at = q if locked_at is None else locked_at
+        lower = np.where(self.locked, at, self.union.lower)
+        upper = np.where(self.locked, at, self.union.upper)
+        out = self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations)[0]
+        return out
+
+    def errors(self, targets: Sequence, q: FloatArray) -> List[Tuple[float, float]]:
+        """Return per end effector (position m, orientation rad) of its task at q (N,)."""
+        split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
+        residuals = self._evaluate(split, np.asarray(q, dtype=np.float64))[0]
+        return [e.task.errors_of(np.asarray(r)) for e, r in zip(self.effectors, residuals)]
+
+    def met(self, targets: Sequence, q: FloatArray) -> List[bool]:
+        """Return per end effector whether its task at q (N,) is within the tolerance."""
+        split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
+        residuals = self._evaluate(split, np.asarray(q, dtype=np.float64))[0]
+        return [self._converged(e.task.code, r) for e, r in zip(self.effectors, residuals)]
+
     def forward(self, q: FloatArray) -> List[FloatArray]:
         """Return each end effector's tip pose (4, 4) at union joints q (N,)."""
         return [e.chain.forward(q[cols]) for e, cols in zip(self.effectors, self.union.columns)]
@@ -333,6 +390,10 @@ class StackedIK:
         """Return True when a residual (6,) of the task is within the tolerance."""
         tol = self.tolerance
         return bool(self._kernels.lm.converged(np.asarray(r), task, tol, tol))
+
+    def _all_met(self, residuals) -> bool:
+        """Return True when every end effector's residual is within the tolerance."""
+        return all(self._converged(e.task.code, r) for e, r in zip(self.effectors, residuals))
 
     def _evaluate(self, split, q: FloatArray):
         """Return (residuals, tip rotations, tip positions, summed cost) at union joints q."""
@@ -369,19 +430,21 @@ class StackedIK:
         return np.vstack(blocks), np.concatenate(errors)
 
     def _descend(self, split, q0: FloatArray, q_ref: FloatArray, lower: FloatArray,
-                 upper: FloatArray):
+                 upper: FloatArray, iterations: Optional[int] = None):
         """Run one LM attempt from q0; return (q, all met, cost, iterations, residuals).
 
-        As kernels.lm.descend, on the stacked rows, in the weights' scaled joints.
+        As kernels.lm.descend, on the stacked rows, in the weights' scaled joints;
+        at most ``iterations`` (default max_iterations).
         """
+        cap = self.max_iterations if iterations is None else iterations
         lm = self._kernels.lm
         s = self._scale
         q = np.clip(q0, lower, upper)
         residuals, rots, poss, value = self._evaluate(split, q)
         damping = DAMPING_START
         history = [value]
-        for it in range(self.max_iterations):
-            if all(self._converged(e.task.code, r) for e, r in zip(self.effectors, residuals)):
+        for it in range(cap):
+            if self._all_met(residuals):
                 return q, True, value, it, residuals
             a, rhs = self._rows(split, q, residuals, rots, poss)
             a = np.ascontiguousarray(a * s)
@@ -403,8 +466,5 @@ class StackedIK:
             history.append(value)
             if len(history) > STALL_WINDOW and \
                     value > (1.0 - STALL_FRACTION) * history[-1 - STALL_WINDOW]:
-                met = all(self._converged(e.task.code, r)
-                          for e, r in zip(self.effectors, residuals))
-                return q, met, value, it + 1, residuals
-        met = all(self._converged(e.task.code, r) for e, r in zip(self.effectors, residuals))
-        return q, met, value, self.max_iterations, residuals
+                return q, self._all_met(residuals), value, it + 1, residuals
+        return q, self._all_met(residuals), value, cap, residuals

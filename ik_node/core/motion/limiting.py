@@ -17,9 +17,10 @@ Joints are (n,) arrays in chain order: rad (m for prismatic), rad/s, rad/s^2.
 """
 
 import time as _time
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple, Union
 
 from ik_node.core.collision.guard import Blocked, CollisionGuard
+from ik_node.core.ik.stacked import JointUnion
 from ik_node.core.kernels import limits
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import ROT_WEIGHT_M
@@ -85,7 +86,8 @@ class LimitingStep:
     """The step of a chain's joints within every limit and the margin (module docstring).
 
     Args:
-        chain: the kinematic chain (position and speed limits).
+        chain: the kinematic chain, or the joints of several (JointUnion): position and speed
+            limits (the tip speeds and the task metric need a chain to one tip).
         a_max: (n,) acceleration limits, rad/s^2.
         kernels: the limits kernels of the backend (:func:`ik_node.core.kernels.backend.resolve`).
         costs: where the collision checks' wall-clock time is added.
@@ -100,7 +102,7 @@ class LimitingStep:
 
     """
 
-    def __init__(self, chain: Chain, a_max, kernels, costs: TickCosts):
+    def __init__(self, chain: Union[Chain, JointUnion], a_max, kernels, costs: TickCosts):
         """Step ``chain`` at ``a_max`` on ``kernels``; no guard yet."""
         self.chain = chain
         self.a_max = np.array(a_max, dtype=np.float64)
@@ -217,9 +219,11 @@ class LimitingStep:
         q1, v1 = self.step(q, v, goal, goal_v, dt, in_task=in_task)
         if tip_limits is None:
             return q1, v1
-        start = self.chain.forward(q)
+        chain = self.chain
+        assert isinstance(chain, Chain), 'tip speeds: a chain to one tip'
+        start = chain.forward(q)
         for _ in range(TIP_SPEED_PASSES):
-            linear, angular = pose_error(start, self.chain.forward(q1))
+            linear, angular = pose_error(start, chain.forward(q1))
             ratio = max(linear / dt / tip_limits[0],
                         angular / dt / tip_limits[1]) / TIP_SPEED_SHARE
             if ratio <= 1.0:
@@ -256,7 +260,9 @@ class LimitingStep:
         slid in this metric moves the tip along the surface toward its pose
         (issue 50: in joint space's own, the demo's tip dove under the shelf's top).
         """
-        jac = self.chain.jacobian(q)
+        chain = self.chain
+        assert isinstance(chain, Chain), 'task metric: a chain to one tip'
+        jac = chain.jacobian(q)
         jac[3:] *= ROT_WEIGHT_M
         return jac.T @ jac + SLIDE_DAMPING * np.eye(self.chain.n)
 

@@ -23,7 +23,7 @@ frame. No ROS here: the node is the adapter between messages and this.
 
 from dataclasses import dataclass, replace
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import cast, Dict, Optional, Sequence, Tuple, TYPE_CHECKING
 
 from ik_node.core.collision.guard import Blocked, CollisionGuard
 from ik_node.core.collision.model import CollisionModel
@@ -40,6 +40,9 @@ from ik_node.core.motion.stream import CLOCK_JUMP_S, CommandStream
 from ik_node.core.motion.tracker import MotionTracker, TrackerStatus
 from ik_node.core.poses import FloatArray
 import numpy as np
+
+if TYPE_CHECKING:   # the group tracker steps through a session too (it imports nothing of this)
+    from ik_node.core.motion.group import GroupTracker
 
 # Obstacles by name: each one or more shapes posed in the base frame.
 World = Dict[str, Tuple[Shape, ...]]
@@ -171,6 +174,11 @@ class MotionSession:
     def target(self, now: float, pose: FloatArray) -> str:
         """Head for the 4x4 base-frame ``pose`` from the next commands on; return the mode."""
         return self.tracker.add_target(self._plan_time(now), pose)
+
+    def target_of(self, effector: str, now: float, pose: FloatArray) -> str:
+        """Head the end effector ``effector`` for ``pose`` (a GroupTracker's); return the mode."""
+        group = cast('GroupTracker', self.tracker)
+        return group.add_target(self._plan_time(now), pose, effector)
 
     def pole(self, pole: Optional[FloatArray]) -> None:
         """Aim the elbow at the base-frame point ``pole`` (3,), m; None: no pole."""
@@ -339,7 +347,7 @@ class MotionSession:
     @property
     def worker(self):
         """The worker answering the tick's open-ended questions (ik_node.core.motion.worker)."""
-        return self.tracker.goals.worker
+        return self.tracker.worker
 
     def arrival(self, now: float) -> Arrival:
         """Return the arm against its target at ``now`` (s): the command the plan holds then.

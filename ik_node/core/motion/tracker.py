@@ -150,6 +150,11 @@ class MotionTracker:
         self.goals.guard = guard
 
     @property
+    def worker(self):
+        """The worker answering the open-ended questions (a session pauses it in a tick)."""
+        return self.goals.worker
+
+    @property
     def joint_names(self) -> List[str]:
         """Joint names, chain order."""
         return self.chain.joint_names

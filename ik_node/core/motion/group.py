@@ -1,0 +1,534 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""The motion policy of several end effectors: their targets in, the union's joint commands out.
+
+A :class:`GroupTracker` is the :class:`ik_node.core.motion.tracker.MotionTracker`
+of a robot driven at several tips at once (two arms on a torso, a humanoid's
+hands): the joints are the union of the end effectors' chains
+(:class:`ik_node.core.ik.stacked.JointUnion`, shared joints once), and each
+tick's goal is one stacked solve for every end effector together
+(:meth:`ik_node.core.ik.stacked.StackedIK.follow`: a few LM iterations from
+the current joints, the joint weights and locks applied). Per end effector:
+
+* its target (4x4, base frame; what its task leaves free completed from the
+  tip, a position pulled into its chain's reach);
+* with smoothing, its own Cartesian trajectory (cubic in exp-map space, timed
+  by the tip speed limits), sampled each tick; a look-at is solved directly.
+
+The command then goes through the same limiting step as one arm's
+(:class:`ik_node.core.motion.limiting.LimitingStep` over the union's limits):
+joint speed and acceleration limits for the elapsed time, position limits
+with braking, never NaN. It plugs into the same
+:class:`ik_node.core.motion.session.MotionSession` (the command stream, the
+jerk stage, feedback, re-syncs, clock rules and braking work on the union as
+on one chain).
+
+Not here (yet): collision checking (``guard`` stays None), twists and poles,
+the searches and paths of one arm's recovery. A goal at a local minimum of
+the summed error (targets that cannot all be met) is the current joints: the
+arm rests there, and each end effector's verdict says how far it is.
+
+Times are the caller's clock, s; joints (N,) in union order, rad or m.
+"""
+
+from dataclasses import dataclass
+import time as _time
+from typing import List, Optional, Tuple
+
+from ik_node.core.errors import InvalidInputError
+from ik_node.core.ik.stacked import EndEffector, StackedIK
+from ik_node.core.kernels import limits
+from ik_node.core.kernels.backend import resolve
+from ik_node.core.model.chain import Chain
+from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.costs import TickCosts
+from ik_node.core.motion.feedforward import GoalVelocity
+from ik_node.core.motion.limiting import LimitingStep
+from ik_node.core.motion.mode import Mode
+from ik_node.core.motion.status import Command
+from ik_node.core.motion.trajectory import CartesianTrajectory
+from ik_node.core.motion.worker import ImmediateWorker
+from ik_node.core.motion.workspace import WorkspaceSphere
+from ik_node.core.poses import pose_matrix, rotation9
+from ik_node.core.rotations import matrix_to_quaternion
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+_clock = _time.perf_counter
+
+# Stacked LM iterations per motion step: enough that a goal keeps up with a
+# trajectory's sample, few enough that a tick's cost is bounded (each is one
+# stacked step of every end effector's rows).
+FOLLOW_ITERATIONS = 3
+# A goal this close to the current command in every joint is the command (tracker.ARRIVED).
+ARRIVED = 1e-12
+# Local steps that move no joint more than this (rad, m) toward final targets have stalled.
+STALLED = 1e-9
+
+
+@dataclass(frozen=True)
+class EffectorArrival:
+    """One end effector against its target (what the arm does, not what a solver says).
+
+    Attributes:
+        name: the end effector.
+        state: 'holding' (no target yet), 'moving', 'arrived' (the joints rest
+            with its task met) or 'unreachable' (the joints rest, its task not
+            met: out of reach, or in conflict with another end effector's).
+        position_error: of its task, m (0 for a task without a position).
+        orientation_error: of its task, rad (an axis' angle; 0 for a position).
+
+    """
+
+    name: str
+    state: str
+    position_error: float
+    orientation_error: float
+
+
+@dataclass(frozen=True)
+class GroupArrival:
+    """Every end effector against its target (:meth:`GroupTracker.arrival`).
+
+    Attributes:
+        state: 'moving' while any joint moves; else 'arrived' when every end
+            effector with a target arrived, 'unreachable' when one did not,
+            'holding' before any target.
+        effectors: one EffectorArrival per end effector, in their order.
+
+    """
+
+    state: str
+    effectors: Tuple[EffectorArrival, ...]
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """A snapshot of a GroupTracker, for diagnostics.
+
+    Attributes:
+        mode: 'trajectory', 'direct' or 'reset'.
+        tasks: per end effector (name, task name).
+        backend: the stacked solver's backend.
+        shared: joints of more than one chain (a torso).
+        arrival: the arm against its targets (a session fills in the command played now).
+
+    """
+
+    mode: str
+    tasks: Tuple[Tuple[str, str], ...]
+    backend: str
+    shared: Tuple[str, ...]
+    arrival: Optional[GroupArrival] = None
+
+
+class _Lane:
+    """One end effector's target and trajectory (GroupTracker's)."""
+
+    def __init__(self, effector: EndEffector, columns: FloatArray, tip: FloatArray,
+                 time: float, config: TrackerConfig):
+        self.effector = effector
+        self.columns = columns
+        self.workspace = WorkspaceSphere(effector.chain.reach_bound())
+        self.target = tip
+        self.asked = tip   # the target as asked (``target``: pulled into the reach)
+        self.has_target = False
+        self.trajectory = CartesianTrajectory(
+            tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time,
+            max_linear_speed=config.max_linear_speed,
+            max_angular_speed=config.max_angular_speed)
+
+    @property
+    def name(self) -> str:
+        return self.effector.name
+
+    @property
+    def chain(self) -> Chain:
+        return self.effector.chain
+
+    def tip(self, q: FloatArray) -> FloatArray:
+        """Return its tip pose (4, 4) at union joints q (N,)."""
+        return self.chain.forward(q[self.columns])
+
+    def restart(self, q: FloatArray, time: float) -> None:
+        """Start its trajectory at rest at the tip pose at q, headed for its target."""
+        tip = self.tip(q)
+        self.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time)
+        self.trajectory.add_key(time, self.target[:3, 3],
+                                matrix_to_quaternion(self.target[:3, :3]))
+
+    def sample(self, time: float, smooth: bool) -> Tuple[FloatArray, bool]:
+        """Return (the pose (4, 4) to head for at ``time``, True when it is the final one)."""
+        if not (smooth and self.effector.task.smooth):
+            return self.target, True
+        s = self.trajectory.sample(time)
+        if s.at_rest:
+            return self.target, True
+        return pose_matrix(rotation9(s.quaternion), s.position), False
+
+
+class GroupTracker:
+    """Several end effectors' targets in, the union's joint commands out (module docstring).
+
+    Args:
+        solver: the StackedIK of the end effectors (their chains, tasks, joint
+            weights and locks).
+        config: a TrackerConfig (checked here; a posture is not used).
+        q0: (N,) initial joints, union order, within the limits; also where
+            :meth:`reset` goes.
+        time: the caller's clock now, s.
+        velocity: (N,) initial velocities (default at rest).
+        backend: 'auto', 'numpy' or 'numba' for the limiting step.
+        worker: only paused by a session (nothing open-ended is asked).
+
+    Raises:
+        InvalidInputError: an invalid config, or q0 not finite / not within the limits.
+
+    """
+
+    def __init__(self, solver: StackedIK, config: TrackerConfig, q0, time: float,
+                 velocity=None, backend: str = 'auto', worker=None):
+        """Start at rest (or at ``velocity``) at q0, each end effector holding its tip pose."""
+        union = solver.union
+        self.solver = solver
+        self.chain = union   # the joints' limits, as a chain's (the stream, the feedback)
+        self.config = config.check(union.n)
+        q0 = union.check_q(q0, 'q0')
+        if not union.within_limits(q0):
+            raise InvalidInputError(f'q0: {q0.tolist()} is outside the joint limits of '
+                                    f'{union.names}')
+        self.q0 = q0.copy()
+        self.q = q0.copy()
+        self.v = np.zeros(union.n) if velocity is None else np.array(velocity, dtype=np.float64)
+        self.time = float(time)
+        self.costs = TickCosts()
+        self.stepper = LimitingStep(union, self.config.accelerations(union.n), limits,
+                                    self.costs)
+        self.stop_first = False
+        self.worker = ImmediateWorker() if worker is None else worker
+        self.lanes = [_Lane(e, cols, e.chain.forward(q0[cols]), self.time, self.config)
+                      for e, cols in zip(solver.effectors, union.columns)]
+        self.mode = self._pose_mode()
+        self.feed = GoalVelocity(union.velocity)
+        self._has_target = False
+        # A full stacked solve's joints for final targets the local steps stall short
+        # of (asked once per set of targets), else None.
+        self._held: Optional[FloatArray] = None
+        self._asked = False
+        self.set_backend(backend)
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def joint_names(self) -> List[str]:
+        """Joint names, union order."""
+        return self.chain.names
+
+    @property
+    def names(self) -> List[str]:
+        """The end effectors' names, in their order."""
+        return [lane.name for lane in self.lanes]
+
+    @property
+    def guard(self):
+        """The collision constraint: none (not built for several end effectors)."""
+        return None
+
+    @property
+    def has_target(self) -> bool:
+        """Return True once a target or a reset came."""
+        return self._has_target
+
+    @property
+    def targets(self) -> List[FloatArray]:
+        """Each end effector's target (4, 4), base frame (its tip pose before a target)."""
+        return [lane.target for lane in self.lanes]
+
+    @property
+    def target(self) -> FloatArray:
+        """Return the pose (4, 4) the first end effector heads for (MotionTracker has one)."""
+        return self.lanes[0].target
+
+    @property
+    def pole(self) -> None:
+        """No elbow pole: the stacked solve has none."""
+        return None
+
+    def lane_index(self, name: str) -> int:
+        """Return the index of end effector ``name`` (InvalidInputError: not one of them)."""
+        for k, lane in enumerate(self.lanes):
+            if lane.name == name:
+                return k
+        raise InvalidInputError(f'end effector {name!r}: not one of {self.names}')
+
+    def command_now(self) -> Command:
+        """Return the last command given (the initial state before any)."""
+        return Command(self.q.copy(), self.v.copy(), self.time)
+
+    def status(self) -> GroupStatus:
+        """Return a snapshot of the mode and the tasks (a session adds the arrival)."""
+        return GroupStatus(str(self.mode), tuple((lane.name, lane.effector.task.name)
+                                                 for lane in self.lanes),
+                           self.solver.backend, tuple(self.chain.shared()), self.arrival())
+
+    def arrival(self, q: Optional[FloatArray] = None,
+                v: Optional[FloatArray] = None) -> GroupArrival:
+        """Return every end effector against its target at (q, v) (N,) (default: the command)."""
+        q = self.q if q is None else np.asarray(q, dtype=np.float64)
+        v = self.v if v is None else np.asarray(v, dtype=np.float64)
+        still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and \
+            not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
+                    for lane in self.lanes)
+        asked = [lane.asked for lane in self.lanes]
+        errors = self.solver.errors(asked, q)
+        met = self.solver.met(asked, q)
+        out = []
+        for lane, (pos, rot), ok in zip(self.lanes, errors, met):
+            if not lane.has_target:
+                state = 'holding'
+            elif not still:
+                state = 'moving'
+            else:
+                state = 'arrived' if ok else 'unreachable'
+            out.append(EffectorArrival(lane.name, state, float(pos), float(rot)))
+        states = [e.state for e in out]
+        if not still and self._has_target:
+            overall = 'moving'
+        elif 'unreachable' in states:
+            overall = 'unreachable'
+        elif 'arrived' in states:
+            overall = 'arrived'
+        else:
+            overall = 'holding'
+        return GroupArrival(overall, tuple(out))
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def add_target(self, time: float, target: FloatArray, effector: Optional[str] = None) -> str:
+        """Take a new target pose (4, 4), base frame, valid, for ``effector`` (default the first).
+
+        Returns:
+            'accepted', 'retimed' or 'duplicate' (its trajectory's verdict).
+
+        Raises:
+            InvalidInputError: an unknown end effector (nothing changes).
+
+        """
+        lane = self.lanes[0 if effector is None else self.lane_index(effector)]
+        task = lane.effector.task
+        target = task.complete(np.array(target, dtype=np.float64), lane.tip(self.q))
+        lane.asked = target.copy()
+        if task.uses_position:
+            target = lane.workspace(target)
+        lane.target = target
+        lane.has_target = self._has_target = True
+        self._forget_held()
+        if self.mode == Mode.RESET:
+            self._restart_all(time)
+            self.mode = self._pose_mode()
+        if self.mode == Mode.DIRECT or not task.smooth:
+            return 'accepted'
+        return lane.trajectory.add_key(time, target[:3, 3], matrix_to_quaternion(target[:3, :3]))
+
+    def set_pole(self, pole) -> None:
+        """Refuse an elbow pole (InvalidInputError): the stacked solve has none."""
+        if pole is not None:
+            raise InvalidInputError('pole_target: not used with several end effectors')
+
+    def set_twist(self, time: float, linear, angular, body: bool = False) -> None:
+        """Refuse a twist (InvalidInputError): not built for several end effectors."""
+        raise InvalidInputError('target_twist: twists are not taken with several end '
+                                'effectors; send target poses')
+
+    def set_solver(self, solver) -> None:
+        """Refuse another solver (InvalidInputError): the stacked solve is the only one."""
+        raise InvalidInputError('solver: several end effectors are solved by the stacked '
+                                'Jacobian only')
+
+    def check_reachability(self) -> None:
+        """Nothing to ask: each tick's stacked step is bounded and the verdict is the arm's."""
+        return None
+
+    def sync(self, time: float, q_measured, v_measured=None) -> None:
+        """Continue from the measured joint state (clipped into the limits), trajectories anew."""
+        union = self.chain
+        q = np.clip(union.check_q(q_measured, 'q_measured'), union.lower, union.upper)
+        v = np.zeros(union.n) if v_measured is None else np.array(v_measured, dtype=np.float64)
+        if v.shape != q.shape or not np.all(np.isfinite(v)):
+            v = np.zeros(union.n)
+        np.clip(v, -union.velocity, union.velocity, out=v)
+        self.q, self.v, self.time = q, v, float(time)
+        self.feed.forget()
+        self._forget_held()
+        for lane in self.lanes:
+            if not lane.has_target:
+                lane.target = lane.asked = lane.tip(q)
+        if self.mode == Mode.TRAJECTORY:
+            self._restart_all(time)
+
+    def reset(self, time: float) -> None:
+        """Go back to the initial joint positions, in joint space, within the limits."""
+        self.mode = Mode.RESET
+        self._has_target = True
+        for lane in self.lanes:
+            lane.target = lane.asked = lane.tip(self.q0)
+            lane.has_target = True
+
+    def configure(self, config: TrackerConfig, time: float) -> None:
+        """Apply new settings without a jump (as MotionTracker.configure)."""
+        config.check(self.chain.n)
+        speeds = (config.max_linear_speed, config.max_angular_speed)
+        retime = speeds != (self.config.max_linear_speed, self.config.max_angular_speed)
+        smooth_before = self.config.smoothing
+        for lane in self.lanes:
+            lane.trajectory.max_linear_speed, lane.trajectory.max_angular_speed = speeds
+        self.config = config
+        self.stepper.use_accelerations(
+            np.minimum(config.accelerations(self.chain.n), self.stepper.a_cap), self.at_rest())
+        if self.mode == Mode.RESET:
+            return
+        self.mode = self._pose_mode()
+        if retime or (self.mode == Mode.TRAJECTORY and not smooth_before):
+            self._restart_all(time)
+
+    def _pose_mode(self) -> Mode:
+        return Mode.for_poses(self.config.smoothing)
+
+    def _forget_held(self) -> None:
+        """New targets or a new state: the local steps lead again, a full solve may be asked."""
+        self._held, self._asked = None, False
+
+    def _restart_all(self, time: float) -> None:
+        self.feed.forget()
+        for lane in self.lanes:
+            lane.restart(self.q, time)
+
+    @property
+    def accelerations(self) -> FloatArray:
+        """The acceleration limits (N,) of the configuration (before any cap)."""
+        return np.array(self.config.accelerations(self.chain.n))
+
+    def cap_accelerations(self, cap) -> None:
+        """Use at most ``cap`` (N,) as acceleration limits (a jerk stage's bound)."""
+        self.stepper.a_cap = np.array(cap, dtype=np.float64)
+        self.stepper.use_accelerations(np.minimum(self.accelerations, self.stepper.a_cap),
+                                       self.at_rest())
+
+    @property
+    def braking(self) -> bool:
+        """Return True while the joints brake to rest first (lowered limits, clock back)."""
+        return self.stepper.a_next is not None or self.stop_first
+
+    def stop_then_resume(self, time: float) -> None:
+        """Come to a controlled stop, then go on toward the targets (a clock that went back)."""
+        self.time = float(time)
+        self.stop_first = True
+        self.feed.forget()
+
+    def set_backend(self, backend: str) -> None:
+        """Take the limiting step on ``backend`` ('auto', 'numpy', 'numba')."""
+        self.backend = backend
+        self.stepper.kernels = resolve(backend).limits
+
+    def at_rest(self) -> bool:
+        """Return True when every joint is still (v == 0)."""
+        return bool(np.all(self.v == 0.0))
+
+    # -- output -----------------------------------------------------------------------
+
+    def command(self, time: float, reference=None) -> Command:
+        """Return the joint command at ``time`` (as MotionTracker.command).
+
+        Args:
+            time: the caller's clock, s (not after the last command: repeated).
+            reference: (N,) joints the stacked step starts from (default the
+                last command; with feedback, the measured joints).
+
+        """
+        dt = float(time) - self.time
+        if not dt > 0.0:
+            return self.command_now()
+        if self.braking:
+            return self._brake_to_rest(float(time))
+        started = _clock()
+        goal, source = self._goal(float(time), self.q if reference is None else reference)
+        if np.all(np.abs(goal - self.q) <= ARRIVED):
+            goal = self.q
+        stepping = _clock()
+        self.costs.add('goal', stepping - started)
+        self.q, self.v = self.stepper.step(self.q, self.v, goal,
+                                           self.feed.of(goal, float(time), source), dt)
+        self.costs.add('limits', _clock() - stepping)
+        self.time = float(time)
+        if self.mode == Mode.RESET and np.all(np.abs(self.q - goal) <= ARRIVED) and \
+                self.at_rest():
+            self.mode = self._pose_mode()
+            self._restart_all(time)
+        return self.command_now()
+
+    def _goal(self, time: float, reference: FloatArray) -> Tuple[FloatArray, Optional[tuple]]:
+        """Return (joints (N,) to head for at ``time``, the source that moves them or None)."""
+        if self.mode == Mode.RESET:
+            return self.q0, None
+        smooth = self.mode == Mode.TRAJECTORY
+        poses, final = [], True
+        for lane in self.lanes:
+            pose, done = lane.sample(time, smooth)
+            poses.append(pose)
+            final = final and done
+        if final and self._held is not None:
+            return self._held, None
+        start = np.clip(np.asarray(reference, dtype=np.float64), self.chain.lower,
+                        self.chain.upper)
+        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS)
+        if final:
+            return self._unstalled(poses, start, goal), None
+        return goal, (self.mode,)
+
+    def _unstalled(self, poses: List[FloatArray], start: FloatArray,
+                   goal: FloatArray) -> FloatArray:
+        """Return the goal for final targets: past a stall of the local steps, a full solve's.
+
+        Where the local steps stall short of the final targets (a local
+        minimum of the summed error), one full stacked solve (restarts,
+        within the solver's budget: a tick's cost stays bounded) is asked,
+        once per set of targets; when it meets every task the arm goes to its
+        joints in joint space. Else the stall stands: the targets cannot all be
+        met from here (each end effector's verdict says by how much).
+        """
+        if self._asked or np.max(np.abs(goal - start)) > STALLED or \
+                all(self.solver.met(poses, goal)):
+            return goal
+        self._asked = True
+        result = self.solver.solve(poses, q_reference=start)
+        if not result.success:
+            return goal
+        self._held = result.q
+        return result.q
+
+    def brake(self, time: float) -> Command:
+        """Step toward rest for the time elapsed at the acceleration limits, within every limit."""
+        dt = float(time) - self.time
+        if not dt > 0.0:
+            return self.command_now()
+        self.q, self.v = self.stepper.braked(self.q, self.v, dt)
+        self.time = float(time)
+        self.feed.forget()
+        return self.command_now()
+
+    def _brake_to_rest(self, time: float) -> Command:
+        self.brake(time)
+        if self.at_rest():
+            self.stepper.apply_lowered()
+            self.stop_first = False
+            if self.mode == Mode.TRAJECTORY:
+                self._restart_all(time)
+        return self.command_now()
+
+    def skip_to(self, time: float) -> None:
+        """Move the clock to ``time`` without motion (only at rest)."""
+        if np.any(self.v != 0.0):
+            raise InvalidInputError('skip_to: the joints are moving; step them instead')
+        self.time = max(self.time, float(time))
+        self.feed.forget()

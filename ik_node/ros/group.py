@@ -1,0 +1,371 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""Several end effectors in one node: their parameters, topics, model, outputs and diagnostics.
+
+With ``end_effectors: [left, right]`` the node drives every joint of the
+chains ``<name>.base_link`` -> ``<name>.tip_link`` at once
+(:class:`ik_node.core.motion.group.GroupTracker`: one stacked solve per
+motion step, shared joints such as a torso once, ``joint_weights`` and
+``locked_joints`` applied). Per end effector:
+
+* parameters ``<name>.tip_link``, ``<name>.base_link`` (default
+  ``base_link``; every chain from the same one), ``<name>.task``,
+  ``<name>.tool_axis``, ``<name>.command_topic``;
+* topics ``~/<name>/target_pose`` (PoseStamped) and ``~/<name>/target_point``
+  (PointStamped, for position and look_at), in the base frame ('' or
+  ``base_link``);
+* with ``command_output: joint_trajectory``, its own JointTrajectory on
+  ``<name>.command_topic`` (default ``/<name>_controller/joint_trajectory``)
+  with its chain's joints, a joint shared with an earlier end effector left
+  to that one's controller; with ``joint_states``, one JointState of every
+  driven joint;
+* its verdict in ``/diagnostics`` (one status per end effector).
+
+Not with several end effectors (said at start-up, or refused with one line):
+collision checking (obstacles_file, srdf_path: refused; the arms are not
+kept apart), twists and elbow poles (no topics), the RViz handles,
+position_array, a model from the robot_description topic, another solver.
+"""
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PointStamped, PoseStamped
+from ik_node.core.errors import IKError
+from ik_node.core.ik.stacked import EndEffector, StackedIK
+from ik_node.core.motion.feedback import FeedbackPolicy
+from ik_node.core.motion.group import GroupTracker
+from ik_node.core.motion.session import MotionSession
+from ik_node.description.urdf import chain_from_urdf_string, read_urdf_file
+from ik_node.ros.conversions import base_frame_only, check_point, check_target, \
+    pose_matrix, RejectedMessage
+from ik_node.ros.model_loading import STARTUP_COMPILE_WAIT_S
+from ik_node.ros.outputs import JointStatesEncoder, JointTrajectoryEncoder
+from ik_node.ros.parameters import initial_positions, StartupError, task_for
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.parameter import Parameter
+from trajectory_msgs.msg import JointTrajectory
+
+# An end effector's name: a token of a topic name (~/<name>/target_pose) and a parameter prefix.
+NAME = re.compile(r'^[A-Za-z][A-Za-z0-9_]*$')
+# Per end effector: (key, default, description).
+EFFECTOR_PARAMETERS = (
+    ('tip_link', '', 'the link whose pose this end effector controls'),
+    ('base_link', '', "the chain's first link ('' = base_link; every chain from the same one)"),
+    ('task', '', "what of its target counts ('' = pose, or position below 6 joints)"),
+    ('tool_axis', Parameter.Type.DOUBLE_ARRAY, 'its tool axis, tip frame (axis, look_at)'),
+    ('command_topic', '', "joint_trajectory: its controller's topic "
+     "('' = /<name>_controller/joint_trajectory)"),
+)
+DIAGNOSTICS_PERIOD_S = 0.5
+LEVELS = {'arrived': DiagnosticStatus.OK, 'holding': DiagnosticStatus.OK,
+          'moving': DiagnosticStatus.OK, 'unreachable': DiagnosticStatus.WARN}
+
+
+def _array(node, name: str) -> list:
+    """Return an array parameter's value ([] when it was not set: an array has no default)."""
+    try:
+        return list(node.get_parameter(name).value or [])
+    except ParameterUninitializedException:
+        return []
+
+
+def declare_effectors(node) -> List[str]:
+    """Declare each end effector's parameters; return the names (empty: one end effector).
+
+    Raises:
+        StartupError: a name that is not a topic token, or a name twice.
+
+    """
+    names = list(_array(node, 'end_effectors'))
+    for name in names:
+        if not NAME.match(name):
+            raise StartupError(f'end_effectors: {name!r} is not a name (a letter, then letters, '
+                               'digits or _)')
+    if len(set(names)) != len(names):
+        raise StartupError(f'end_effectors: a name given twice in {names}')
+    for name in names:
+        for key, default, text in EFFECTOR_PARAMETERS:
+            node.declare_parameter(f'{name}.{key}', default,
+                                   ParameterDescriptor(description=text))
+    return names
+
+
+def joint_weights(entries: Sequence[str]) -> Dict[str, float]:
+    """Return {joint: weight} of ``'joint:weight'`` entries (StartupError: a bad entry)."""
+    out: Dict[str, float] = {}
+    for entry in entries or ():
+        name, sep, value = str(entry).rpartition(':')
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = float('nan')
+        if not sep or not name or not (0.0 < weight <= 1.0):
+            raise StartupError(f"joint_weights: expected 'joint:weight' with a weight in (0, 1], "
+                               f'received {entry!r}')
+        out[name] = weight
+    return out
+
+
+def command_groups(effectors: Sequence[EndEffector], union) -> List[List[int]]:
+    """Return per end effector the union indices its controller commands.
+
+    Its chain's joints, in chain order, less those of an earlier end
+    effector (a shared torso goes to the first controller).
+    """
+    taken: set = set()
+    groups = []
+    for cols in union.columns:
+        group = [int(c) for c in cols if int(c) not in taken]
+        taken.update(group)
+        groups.append(group)
+    return groups
+
+
+class GroupFront:
+    """The group mode of an IKNode (module docstring): its topics, session and outputs.
+
+    Args:
+        node: the IKNode (parameters, logger, clock, solver supply, worker, counters).
+        names: the end effectors' names (declare_effectors).
+
+    Raises:
+        StartupError: a configuration the group mode cannot serve (one line).
+
+    """
+
+    def __init__(self, node, names: Sequence[str]):
+        """Load the model, build the stacked solver and the session, make the topics."""
+        self._node = node
+        self.names = list(names)
+        self._refuse_unbuilt()
+        text = self._description()
+        self.effectors, lines = self._effectors(text)
+        self.backend = self._backend()
+        self.stacked = self._stacked(self.backend)
+        union = self.stacked.union
+        q0 = initial_positions(union, node.params.value('initial_positions', {}))
+        self.stacked.warm_up()
+        tracker = GroupTracker(self.stacked, node.params.config(), q0, node.now_s(),
+                               backend=node.solvers.tracker_backend(), worker=node.worker)
+        feedback = None if not node.feedback_topic else FeedbackPolicy(
+            union.names, union.lower, union.upper, union.velocity,
+            *node.params.feedback_settings())
+        node.session = MotionSession(tracker, node.period, node.model.lead(),
+                                     node.params.jerk(), budget_s=node.model.budget(),
+                                     feedback=feedback, own_robot=node.output == 'joint_states')
+        node.chain = union
+        self.resolve = base_frame_only(union.base_link)
+        self.outputs = self._outputs(union)
+        self._subscribe()
+        self.received: Dict[str, int] = dict.fromkeys(self.names, 0)
+        self._diagnostics_due: Optional[float] = None
+        self._diag_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        for line in lines + self._summary(union):
+            node.get_logger().info(line)
+        node.get_logger().warning(
+            'several end effectors: collision is not checked (the arms are not kept apart, '
+            'nothing is avoided); twists, elbow poles and the RViz handles are not served')
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def _refuse_unbuilt(self) -> None:
+        """Raise StartupError for a setting the group mode does not serve."""
+        node = self._node
+        for name in ('obstacles_file', 'srdf_path'):
+            if node.get_parameter(name).value:
+                raise StartupError(f'{name}: collision checking is not built for several end '
+                                   'effectors (end_effectors); nothing would be avoided')
+        if node.output == 'position_array':
+            raise StartupError('command_output position_array: not built for several end '
+                               'effectors; use joint_trajectory (one controller each) or '
+                               'joint_states')
+        if node.params.value('command_joint_order', {}):
+            raise StartupError('command_joint_order: with end_effectors, each controller gets '
+                               "its end effector's joints in chain order")
+
+    def _description(self) -> str:
+        """Return the URDF text of robot_description or urdf_path (StartupError: neither)."""
+        node = self._node
+        text = node.get_parameter('robot_description').value
+        path = node.get_parameter('urdf_path').value
+        if not (text or path):
+            raise StartupError('end_effectors: set robot_description or urdf_path (the '
+                               'robot_description topic is not read with several end effectors)')
+        try:
+            return text if text else read_urdf_file(
+                path, node.params.value('xacro_arguments', {}) or ())
+        except IKError as exc:
+            raise StartupError(f'robot model: {exc}') from None
+
+    def _effectors(self, text: str) -> Tuple[List[EndEffector], List[str]]:
+        """Return the end effectors of the parameters and a start-up line for each task."""
+        node = self._node
+        base = node.get_parameter('base_link').value
+        out, lines = [], []
+        for name in self.names:
+            tip = node.get_parameter(f'{name}.tip_link').value
+            own_base = node.get_parameter(f'{name}.base_link').value or base
+            if not tip or not own_base:
+                raise StartupError(f'end effector {name}: set {name}.tip_link and base_link (or '
+                                   f'{name}.base_link)')
+            try:
+                chain = chain_from_urdf_string(text, own_base, tip)
+            except IKError as exc:
+                raise StartupError(f'end effector {name}: {exc}') from None
+            task, line = task_for(chain, node.get_parameter(f'{name}.task').value,
+                                  node.params.value(f'{name}.tool_axis', {}))
+            out.append(EndEffector(name, chain, task))
+            lines.append(f'{name}: {line}')
+        return out, lines
+
+    def _backend(self) -> str:
+        """Return the stacked solver's backend: numba when its kernels are ready, else numpy."""
+        node, first = self._node, self.effectors[0]
+        solver = node.solvers.ready(first.chain, 'jacobian', first.chain.mid_limits(),
+                                    STARTUP_COMPILE_WAIT_S, first.task)
+        return solver.backend
+
+    def _stacked(self, backend: str) -> StackedIK:
+        """Return the StackedIK of the end effectors, weights and locks (StartupError)."""
+        node = self._node
+        try:
+            return StackedIK(self.effectors,
+                             joint_weights=joint_weights(
+                                 node.params.value('joint_weights', {})) or None,
+                             locked=list(node.params.value('locked_joints', {}) or ()),
+                             backend=backend, timeout_s=node.params.config().ik_timeout)
+        except IKError as exc:
+            raise StartupError(str(exc)) from None
+
+    def _summary(self, union) -> List[str]:
+        """Return the start-up lines of the joints and the outputs."""
+        shared = union.shared()
+        lines = [f'end effectors: {", ".join(e.name + " (" + e.chain.tip_link + ", " + str(e.chain.n) + " joints)" for e in self.effectors)}; '  # noqa: E501
+                 f'{union.n} joints driven, shared: {", ".join(shared) or "none"}; stacked '
+                 f'Jacobian on {self.stacked.backend}']
+        for topic, encoder, joints in self._described_outputs:
+            lines.append(f'commands: {joints} on {topic}')
+        return lines
+
+    def _outputs(self, union) -> List[tuple]:
+        """Return (publisher, encoder) per output: one JointState, or one per controller."""
+        node = self._node
+        clock = node.get_clock().clock_type
+        if node.output == 'joint_states':
+            self._described_outputs = [(node.command_topic, None, list(union.names))]
+            return [(node.command_pub, JointStatesEncoder(union.names, range(union.n),
+                                                          node.epoch_ns, clock))]
+        outputs, self._described_outputs = [], []
+        for effector, group in zip(self.effectors, command_groups(self.effectors, union)):
+            if not group:
+                continue
+            name = effector.name
+            topic = node.get_parameter(f'{name}.command_topic').value or \
+                f'/{name}_controller/joint_trajectory'
+            pub = node._named_topic(f'{name}.command_topic', node.create_publisher,
+                                    JointTrajectory, topic, 10)
+            outputs.append((pub, JointTrajectoryEncoder(union.names, group, node.epoch_ns,
+                                                        clock)))
+            self._described_outputs.append((topic, None, [union.names[k] for k in group]))
+        return outputs
+
+    def _subscribe(self) -> None:
+        """Make each end effector's target topics."""
+        node = self._node
+        for name in self.names:
+            node._named_topic('end_effectors', node.create_subscription, PoseStamped,
+                              f'~/{name}/target_pose',
+                              node._guarded(self._pose_callback(name)),
+                              node.params.target_qos())
+            node._named_topic('end_effectors', node.create_subscription, PointStamped,
+                              f'~/{name}/target_point',
+                              node._guarded(self._point_callback(name)),
+                              node.params.target_qos())
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def _pose_callback(self, name: str):
+        def on_target_pose(msg: PoseStamped):
+            self._take(name, msg, False)
+        return on_target_pose
+
+    def _point_callback(self, name: str):
+        def on_target_point(msg: PointStamped):
+            self._take(name, msg, True)
+        return on_target_point
+
+    def _take(self, name: str, msg, point: bool) -> None:
+        """Validate a target of end effector ``name`` and hand it to the session."""
+        node = self._node
+        task = self.effectors[self.names.index(name)].task
+        try:
+            if point:
+                if task.name not in ('position', 'look_at'):
+                    raise RejectedMessage('point_for_task', f'~/{name}/target_point: the task '
+                                          f'{task.name} needs an orientation; send target_pose')
+                position = check_point(msg, self.resolve)
+                pose = pose_matrix(position, (0.0, 0.0, 0.0, 1.0))
+            else:
+                p, q = check_target(msg, self.resolve)
+                pose = pose_matrix(p, q)
+        except RejectedMessage as exc:
+            node.rejected[exc.reason] += 1
+            node.get_logger().warning(f'{name}: target rejected: {exc}',
+                                      throttle_duration_sec=1.0)
+            return
+        self.received[name] += 1
+        node.targets_received += 1
+        node.session.target_of(name, node.now_s(), pose)
+
+    # -- outputs ----------------------------------------------------------------------------
+
+    def publish(self, stamp, now: float) -> None:
+        """Publish the plan on each command output."""
+        stream = self._node.session.plan
+        for pub, encoder in self.outputs:
+            pub.publish(encoder.message(stream, stamp, now))
+
+    def switch_when_compiled(self) -> None:
+        """With the kernels compiled and the arm at rest, go on with the stacked solve on numba."""
+        node = self._node
+        solvers, session = node.solvers, node.session
+        solvers.collect()
+        tracker = session.tracker
+        if not solvers.warm or not tracker.at_rest():
+            return
+        if tracker.backend == 'numpy':
+            session.use_backend('auto')
+        if tracker.solver.backend == 'numpy':
+            stacked = self._stacked('auto')
+            stacked.warm_up()
+            tracker.solver = self.stacked = stacked
+            node.get_logger().info(f'stacked Jacobian: {stacked.backend} from now on')
+
+    def publish_diagnostics(self, now: float) -> None:
+        """Publish one DiagnosticStatus per end effector at DIAGNOSTICS_PERIOD_S (when due)."""
+        due = self._diagnostics_due
+        if due is not None and now < due and now > due - 2 * DIAGNOSTICS_PERIOD_S:
+            return
+        self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
+        node = self._node
+        status = node.session.status(now)
+        msg = DiagnosticArray()
+        msg.header.stamp = node.get_clock().now().to_msg()
+        for effector, arrival in zip(self.effectors, status.arrival.effectors):
+            values = {'end_effector': effector.name, 'tip_link': effector.chain.tip_link,
+                      'task': effector.task.name, 'arrival': arrival.state,
+                      'position_error_m': f'{arrival.position_error:.6g}',
+                      'orientation_error_rad': f'{arrival.orientation_error:.6g}',
+                      'targets_received': str(self.received[effector.name]),
+                      'mode': status.mode, 'shared_joints': ', '.join(status.shared),
+                      'rejected_messages': str(sum(node.rejected.values())),
+                      'callback_errors': str(node.callback_errors)}
+            msg.status.append(DiagnosticStatus(
+                level=LEVELS.get(arrival.state, DiagnosticStatus.WARN),
+                name=f'{node.get_name()}: {effector.name}', hardware_id=effector.chain.tip_link,
+                message=f'{effector.name}: {arrival.state}',
+                values=[KeyValue(key=k, value=v) for k, v in values.items()]))
+        self._diag_pub.publish(msg)

@@ -1,0 +1,282 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""Several end effectors in motion (issue 52): GroupTracker through a MotionSession, plain Python.
+
+Two arms on a shared torso written by others (PR2, TIAGo dual: a prismatic
+torso; the Unitree G1: a waist of three joints), driven at both hands at
+once by one session, as the node drives them. What must hold, judged by the
+raw descriptions' own forward kinematics (oracle.RawModel) and by every
+command the limiting step gives:
+
+* random reachable pairs of targets are reached together (both hands
+  within 10 µm and 10 µrad), every command within the position, speed and
+  acceleration limits;
+* a locked torso never moves; targets that cannot both be met (hands 3 m
+  apart) end at rest with each hand's verdict 'unreachable' and its
+  distance, and nothing moves afterwards (no humming);
+* per end effector tasks (a pose for one hand, a position for the other);
+* reset, a measured state far from the plan, a clock that goes back: the
+  limits hold and the hands still arrive;
+* bad input (an unknown end effector, twists, poles) is refused with the reason.
+"""
+
+from hypothesis import given, HealthCheck, settings
+from hypothesis import strategies as st
+from ik_node import InvalidInputError
+from ik_node.core.ik.stacked import EndEffector, StackedIK
+from ik_node.core.ik.task import Task
+from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.group import GroupTracker
+from ik_node.core.motion.session import MotionSession
+from ik_node.description.urdf import chain_from_urdf_string
+from models import URDF_CORPUS
+import numpy as np
+from oracle import RawModel
+import pytest
+
+ROBOTS = {'pr2': ('base_footprint', 'l_gripper_tool_frame', 'r_gripper_tool_frame'),
+          'tiago_dual': ('base_footprint', 'hand_left_tool_link', 'hand_right_tool_link'),
+          'g1_29dof_rev_1_0': ('pelvis', 'left_rubber_hand', 'right_rubber_hand')}
+TORSO = {'pr2': ['torso_lift_joint'], 'tiago_dual': ['torso_lift_joint'],
+         'g1_29dof_rev_1_0': ['waist_yaw_joint', 'waist_roll_joint', 'waist_pitch_joint']}
+XML = {name: (URDF_CORPUS / 'external' / f'{name}.urdf').read_text() for name in ROBOTS}
+RAW = {name: RawModel(xml) for name, xml in XML.items()}
+CHAINS = {name: [chain_from_urdf_string(XML[name], base, tip) for tip in tips]
+          for name, (base, *tips) in ROBOTS.items()}
+PERIOD = 0.01
+# Arrived: by the oracle's FK (m, rad).
+MET = 1e-5
+# Float slack of a limit check (the limiting step keeps them exactly, up to rounding).
+SLACK = 1e-9
+
+
+def stacked(name, tasks=(None, None), **options):
+    left, right = CHAINS[name]
+    return StackedIK([EndEffector('left', left, tasks[0] or Task('pose')),
+                      EndEffector('right', right, tasks[1] or Task('pose'))],
+                     backend='numba', **options)
+
+
+class Recorder:
+    """Every command the tracker's limiting step gives, checked against the union's limits."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.commands = []
+        self.worst = 0.0   # the largest limit excess seen (0: none)
+        self._command = tracker.command
+        tracker.command = self.command
+        self._brake = tracker.brake
+        tracker.brake = self.brake
+
+    def _check(self, c):
+        u, t = self.tracker.chain, self.tracker
+        over = max(float(np.max(u.lower - c.q)), float(np.max(c.q - u.upper)),
+                   float(np.max(np.abs(c.v) - u.velocity)), 0.0)
+        if self.commands:
+            last = self.commands[-1]
+            dt = c.time - last.time
+            if dt > 0.0:
+                accel = np.abs(c.v - last.v) / dt
+                over = max(over, float(np.max(accel - t.stepper.a_max * (1 + 1e-9))) * dt)
+        self.worst = max(self.worst, over)
+        self.commands.append(c)
+        return c
+
+    def command(self, time, reference=None):
+        return self._check(self._command(time, reference))
+
+    def brake(self, time):
+        return self._check(self._brake(time))
+
+    def forget_last(self):
+        """A re-sync starts a new command sequence (the acceleration is from the measured state)."""
+        self.commands.clear()
+
+
+def session_of(name, q0=None, tasks=(None, None), **options):
+    solver = stacked(name, tasks, **options)
+    q0 = solver.union.mid_limits() if q0 is None else q0
+    tracker = GroupTracker(solver, TrackerConfig(), q0, 0.0)
+    return MotionSession(tracker, PERIOD, 2 * PERIOD, 500.0), Recorder(tracker)
+
+
+def run_until_rest(session, now, seconds):
+    """Tick until the arm is at rest with targets judged (or ``seconds`` pass); return the clock."""
+    end = now + seconds
+    while now < end:
+        now += PERIOD
+        session.tick(now)
+        if session.arrival(now).state in ('arrived', 'unreachable') and \
+                session.arrival(now + 0.2).state != 'moving':
+            break
+    return now
+
+
+def oracle_tips(name, union, q):
+    base, *tips = ROBOTS[name]
+    values = dict(zip(union.names, q))
+    return [RAW[name].pose(base, tip, values) for tip in tips]
+
+
+def angle(a, b):
+    r = a[:3, :3].T @ b[:3, :3]
+    return float(np.arccos(np.clip(0.5 * (np.trace(r) - 1.0), -1.0, 1.0)))
+
+
+def reachable_pair(name, rng):
+    """Return (union q, the two tips' poses there) for a random q away from the limits."""
+    union = stacked(name).union
+    lo = np.where(np.isfinite(union.lower), union.lower, -np.pi)
+    hi = np.where(np.isfinite(union.upper), union.upper, np.pi)
+    q = rng.uniform(lo + 0.15 * (hi - lo), hi - 0.15 * (hi - lo))
+    return q, oracle_tips(name, union, q)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(ROBOTS)), seed=st.integers(0, 2**31 - 1))
+def test_random_reachable_pairs_are_reached_together_within_every_limit(name, seed):
+    rng = np.random.default_rng(seed)
+    session, record = session_of(name)
+    union = session.chain
+    _, (left, right) = reachable_pair(name, rng)
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, right)
+    now = run_until_rest(session, 0.0, 30.0)
+    arrival = session.arrival(now + 0.2)
+    assert arrival.state == 'arrived', arrival
+    tips = oracle_tips(name, union, session.q)
+    for tip, target in zip(tips, (left, right)):
+        assert np.linalg.norm(tip[:3, 3] - target[:3, 3]) < MET
+        assert angle(tip, target) < MET
+    assert record.worst <= SLACK
+    assert len(record.commands) > 10
+
+
+def test_a_locked_torso_never_moves_and_the_hands_still_arrive_where_they_can():
+    rng = np.random.default_rng(5)
+    name = 'pr2'
+    q_target, (left, right) = reachable_pair(name, rng)
+    session, record = session_of(name, locked=TORSO[name])
+    union = session.chain
+    torso = union.names.index(TORSO[name][0])
+    q0 = session.q.copy()
+    q_target[torso] = q0[torso]   # a pair the arms reach with the torso where it is
+    left, right = oracle_tips(name, union, q_target)
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, right)
+    run_until_rest(session, 0.0, 30.0)
+    assert all(c.q[torso] == q0[torso] for c in record.commands)
+    tips = oracle_tips(name, union, session.q)
+    assert max(np.linalg.norm(t[:3, 3] - g[:3, 3]) for t, g in zip(tips, (left, right))) < MET
+    assert record.worst <= SLACK
+
+
+@pytest.mark.parametrize('name', ['pr2', 'g1_29dof_rev_1_0'])
+def test_hands_asked_to_be_3_m_apart_rest_and_each_says_how_far_it_is(name):
+    session, record = session_of(name)
+    union = session.chain
+    left, right = oracle_tips(name, union, session.q)
+    left, right = left.copy(), right.copy()
+    left[1, 3] += 1.5
+    right[1, 3] -= 1.5
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, right)
+    now = run_until_rest(session, 0.0, 30.0)
+    arrival = session.arrival(now)
+    assert arrival.state == 'unreachable', arrival
+    assert [e.state for e in arrival.effectors] == ['unreachable', 'unreachable']
+    # The distance each reports is the oracle's distance to its target.
+    tips = oracle_tips(name, union, session.q)
+    for e, tip, target in zip(arrival.effectors, tips, (left, right)):
+        assert e.position_error == pytest.approx(np.linalg.norm(tip[:3, 3] - target[:3, 3]),
+                                                 abs=1e-9)
+        assert e.position_error > 0.3
+    # At rest, nothing moves afterwards: no humming.
+    q_rest = session.q.copy()
+    for _ in range(200):
+        now += PERIOD
+        session.tick(now)
+    assert np.array_equal(session.q, q_rest)
+    assert np.all(session.tracker.v == 0.0)
+    assert record.worst <= SLACK
+
+
+def test_each_end_effector_has_its_own_task():
+    """The left hand a full pose, the right a position: its orientation left free."""
+    name = 'tiago_dual'
+    rng = np.random.default_rng(11)
+    session, record = session_of(name, tasks=(Task('pose'), Task('position')))
+    union = session.chain
+    _, (left, right) = reachable_pair(name, rng)
+    twisted = right.copy()
+    twisted[:3, :3] = np.diag([1.0, -1.0, -1.0]) @ right[:3, :3]   # an orientation not asked
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, twisted)
+    now = run_until_rest(session, 0.0, 30.0)
+    assert session.arrival(now + 0.2).state == 'arrived'
+    tip_left, tip_right = oracle_tips(name, union, session.q)
+    assert np.linalg.norm(tip_left[:3, 3] - left[:3, 3]) < MET and angle(tip_left, left) < MET
+    assert np.linalg.norm(tip_right[:3, 3] - right[:3, 3]) < MET
+    assert record.worst <= SLACK
+
+
+def test_reset_goes_back_to_the_initial_joints_within_the_limits():
+    name = 'pr2'
+    rng = np.random.default_rng(2)
+    session, record = session_of(name)
+    q0 = session.q.copy()
+    _, (left, right) = reachable_pair(name, rng)
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, right)
+    now = run_until_rest(session, 0.0, 30.0)
+    assert not np.allclose(session.q, q0)
+    session.reset(now)
+    now = run_until_rest(session, now, 30.0)
+    assert np.allclose(session.q, q0, rtol=0.0, atol=1e-12)
+    assert session.arrival(now + 0.2).state == 'arrived'
+    assert record.worst <= SLACK
+
+
+def test_a_measured_state_far_from_the_plan_and_a_clock_that_goes_back():
+    """A re-sync continues from the measured joints; a clock back brakes, then goes on."""
+    name = 'pr2'
+    rng = np.random.default_rng(8)
+    session, record = session_of(name)
+    union = session.chain
+    _, (left, right) = reachable_pair(name, rng)
+    session.target_of('left', 0.0, left)
+    session.target_of('right', 0.0, right)
+    now = 0.0
+    for _ in range(30):
+        now += PERIOD
+        session.tick(now)
+    measured, _ = reachable_pair(name, rng)
+    session.plan.restart(now, measured)   # what the feedback policy does on a re-sync
+    record.forget_last()
+    assert np.allclose(session.q, np.clip(measured, union.lower, union.upper))
+    for _ in range(30):
+        now += PERIOD
+        session.tick(now)
+    now -= 1.0   # the clock goes back (a simulator reset)
+    now = run_until_rest(session, now, 40.0)
+    assert session.arrival(now + 0.2).state == 'arrived'
+    tips = oracle_tips(name, union, session.q)
+    assert max(np.linalg.norm(t[:3, 3] - g[:3, 3]) for t, g in zip(tips, (left, right))) < MET
+    assert record.worst <= SLACK
+
+
+def test_bad_input_is_refused_with_the_reason():
+    session, _ = session_of('pr2')
+    pose = np.eye(4)
+    with pytest.raises(InvalidInputError, match="end effector 'middle'"):
+        session.target_of('middle', 0.0, pose)
+    with pytest.raises(InvalidInputError, match='twists are not taken'):
+        session.twist(0.0, [0.1, 0, 0], [0, 0, 0])
+    with pytest.raises(InvalidInputError, match='pole_target'):
+        session.pole(np.zeros(3))
+    with pytest.raises(InvalidInputError, match='outside the joint limits'):
+        solver = stacked('pr2')
+        GroupTracker(solver, TrackerConfig(), np.where(np.isfinite(solver.union.upper),
+                                                       solver.union.upper + 1.0, 0.0), 0.0)
+    assert not session.has_target
