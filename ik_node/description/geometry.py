@@ -265,7 +265,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         except FrameError:
             skipped.append(name)
             continue
-        attached = attachment(chain, frames.pose, name)
+        attached = attachment(chain.frame_tree, frames.pose, name)
         if attached is None:
             skipped.append(name)
             continue

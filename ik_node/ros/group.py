@@ -12,8 +12,8 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
   ``base_link``; every chain from the same one), ``<name>.task``,
   ``<name>.tool_axis``, ``<name>.command_topic``;
 * topics ``~/<name>/target_pose`` (PoseStamped) and ``~/<name>/target_point``
-  (PointStamped, for position and look_at), in the base frame ('' or
-  ``base_link``);
+  (PointStamped, for position and look_at), in any link frame the driven
+  joints place;
 * with ``command_output: joint_trajectory``, its own JointTrajectory on
   ``<name>.command_topic`` (default ``/<name>_controller/joint_trajectory``)
   with its chain's joints, a joint shared with an earlier end effector left
@@ -21,9 +21,11 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
   driven joint;
 * its verdict in ``/diagnostics`` (one status per end effector).
 
-Not with several end effectors (said at start-up, or refused with one line):
-collision checking (obstacles_file, srdf_path: refused; the arms are not
-kept apart), twists and elbow poles (no topics), the RViz handles,
+With ``collision_checking`` the collision model holds every driven link
+(both arms, the torso: the arms are kept apart as a chain's links are) and
+the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
+disabled. Not with several end effectors (said at start-up, or refused with
+one line): twists and elbow poles (no topics), the RViz handles,
 position_array, a model from the robot_description topic, another solver.
 """
 
@@ -34,12 +36,13 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.core.errors import IKError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
+from ik_node.core.model.frames import UnionFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.group import GroupTracker
 from ik_node.core.motion.session import MotionSession
-from ik_node.description.urdf import chain_from_urdf_string, read_urdf_file
-from ik_node.ros.conversions import base_frame_only, check_point, check_target, \
-    pose_matrix, RejectedMessage
+from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
+from ik_node.ros.conversions import check_point, check_target, frames_at, pose_matrix, \
+    RejectedMessage
 from ik_node.ros.model_loading import STARTUP_COMPILE_WAIT_S
 from ik_node.ros.outputs import JointStatesEncoder, JointTrajectoryEncoder
 from ik_node.ros.parameters import initial_positions, StartupError, task_for
@@ -157,7 +160,9 @@ class GroupFront:
                                      node.params.jerk(), budget_s=node.model.budget(),
                                      feedback=feedback, own_robot=node.output == 'joint_states')
         node.chain = union
-        self.resolve = base_frame_only(union.base_link)
+        self.frames = UnionFrames([link_frames(text, e.chain) for e in self.effectors],
+                                  union.columns)
+        node.frames = self.frames
         self.outputs = self._outputs(union)
         self._subscribe()
         self.received: Dict[str, int] = dict.fromkeys(self.names, 0)
@@ -165,19 +170,18 @@ class GroupFront:
         self._diag_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
         for line in lines + self._summary(union):
             node.get_logger().info(line)
-        node.get_logger().warning(
-            'several end effectors: collision is not checked (the arms are not kept apart, '
-            'nothing is avoided); twists, elbow poles and the RViz handles are not served')
+        node.model.use_collision(text, union, self.frames, q0)
+        if not node.collision.checking:
+            node.get_logger().warning('several end effectors: collision is not checked (the '
+                                      'arms are not kept apart)')
+        node.get_logger().info('several end effectors: twists, elbow poles and the RViz handles '
+                               'are not served')
 
     # -- start-up -------------------------------------------------------------------------
 
     def _refuse_unbuilt(self) -> None:
         """Raise StartupError for a setting the group mode does not serve."""
         node = self._node
-        for name in ('obstacles_file', 'srdf_path'):
-            if node.get_parameter(name).value:
-                raise StartupError(f'{name}: collision checking is not built for several end '
-                                   'effectors (end_effectors); nothing would be avoided')
         if node.output == 'position_array':
             raise StartupError('command_output position_array: not built for several end '
                                'effectors; use joint_trajectory (one controller each) or '
@@ -306,10 +310,10 @@ class GroupFront:
                 if task.name not in ('position', 'look_at'):
                     raise RejectedMessage('point_for_task', f'~/{name}/target_point: the task '
                                           f'{task.name} needs an orientation; send target_pose')
-                position = check_point(msg, self.resolve)
+                position = check_point(msg, frames_at(self.frames, node.session.q))
                 pose = pose_matrix(position, (0.0, 0.0, 0.0, 1.0))
             else:
-                p, q = check_target(msg, self.resolve)
+                p, q = check_target(msg, frames_at(self.frames, node.session.q))
                 pose = pose_matrix(p, q)
         except RejectedMessage as exc:
             node.rejected[exc.reason] += 1

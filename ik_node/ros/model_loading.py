@@ -12,10 +12,12 @@ a later one is refused with the reason and the old one kept.
 """
 
 import gc
+from typing import Union
 
 from ik_node.core.errors import IKError
+from ik_node.core.ik.stacked import JointUnion
 from ik_node.core.model.chain import Chain
-from ik_node.core.model.frames import LinkFrames
+from ik_node.core.model.frames import LinkFrames, UnionFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.session import MotionSession
 from ik_node.core.motion.stream import controller_lead
@@ -149,15 +151,19 @@ class ModelLoader:
         for line in model_summary(chain, solver, node.get_parameter('solver').value, frames):
             node.get_logger().info(line)
         node.get_logger().info(task_line)
-        self._use_collision(text, chain, frames, q0)
+        self.use_collision(text, chain, frames, q0)
         if node.handles is not None:
             node.handles.use_model()
         # Everything built so far lives as long as the node: keep it out of
         # the garbage collector's full passes (~40 ms each, measured).
         gc.freeze()
 
-    def _use_collision(self, text: str, chain: Chain, frames: LinkFrames, q0) -> None:
+    def use_collision(self, text: str, chain: Union[Chain, JointUnion],
+                      frames: Union[LinkFrames, UnionFrames], q0) -> None:
         """Build the collision model of a new robot model and check the session's steps with it.
+
+        ``chain``: a Chain, or the JointUnion of several end effectors (``frames``
+        then their UnionFrames).
 
         At start-up a bad SRDF or obstacles file ends the node (StartupError);
         for a later model, the old world is kept.
@@ -189,7 +195,11 @@ class ModelLoader:
         if obstacles is not None:
             node.collision.set_file_obstacles(obstacles)
         for line in notes:
-            (node.get_logger().warning if line.warn else node.get_logger().info)(line)
+            # One call site per severity: rclpy refuses a call site whose severity changes.
+            if line.warn:
+                node.get_logger().warning(line)
+            else:
+                node.get_logger().info(line)
         node.get_logger().info(
             f'collision: {len(model.bodies)} links with geometry, {len(model.pairs)} pairs '
             f'checked, {len(model.obstacles)} obstacles, margin '

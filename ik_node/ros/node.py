@@ -256,12 +256,6 @@ class IKNode(Node):
     # -- collision ----------------------------------------------------------------------------
 
     def _on_obstacles(self, msg: MarkerArray):
-        if self.group is not None:
-            self.rejected['obstacles_not_checked'] += 1
-            self.get_logger().error('obstacles: collision is not checked with several end '
-                                    'effectors; these obstacles are NOT avoided',
-                                    throttle_duration_sec=5.0)
-            return
         self.collision.on_markers(msg, None)
 
     # -- callbacks ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def cross(a, b):
 
 def joint_frames(model, q) -> Tuple[np.ndarray, np.ndarray]:
     """Return rotations (M+1, 3, 3) and origins (M+1, 3) of the joint frames; row 0: the base."""
-    frames = model.chain.frames(np.asarray(q, dtype=np.float64).tolist())[0]
+    frames = model.tree.frames(np.asarray(q, dtype=np.float64))[0]   # a chain's, or each arm's
     table = np.empty((len(frames) + 1, 12))
     table[0] = IDENTITY_ROW
     if frames:
@@ -103,7 +103,9 @@ def gradients(model, q, near) -> np.ndarray:
         nz = cross(near.normal[:, None, :], z[None, :, :])
         along = np.where(model._prismatic[None, :], near.normal @ z.T,
                          np.einsum('kmi,kmi->km', lever, nz))
-        moves = np.arange(len(rot))[None, :] <= frame[:, None]
+        # Frame m moves the shape when m is on its path from the base (a chain:
+        # m <= its frame; a tree of arms: its own branch and the shared part).
+        moves = np.where(frame[:, None] >= 0, model.tree.ancestor[:, frame].T, False)
         rate += sign * moves * along
     return rate @ model._to_free
 
@@ -119,13 +121,20 @@ def path_sweep(model, q, travel) -> np.ndarray:
     perp = np.linalg.norm(cross(centre[:, None, :] - org[None, :, :], z[None, :, :]), axis=2)
     moved = np.abs(model._to_free) @ travel
     reach = model._arms * moved[None, :]
-    later = np.cumsum(reach[:, ::-1], axis=1)[:, ::-1] - reach
+    anc = model.tree.ancestor   # anc[m, f]: frame m moves frame f
+    later = reach @ anc.T - reach   # the frames m moves, after it on the shape's path
     lever = np.where(model._prismatic[None, :], model._arms,
                      np.minimum(model._arms, perp + model._radius[:, None] + later))
-    m = np.arange(len(rot))
-    lever = np.where(m[None, :] <= model._frame[:, None], lever, 0.0)
-    rows = np.where(m[None, :] > model._sweep_after[:, None], lever[model._sweep_far], 0.0)
-    return rows.reshape(len(model.pairs), len(m)) @ np.abs(model._to_free)
+    on = np.where(model._frame[:, None] >= 0, anc[:, model._frame].T, False)   # (S, M)
+    lever = np.where(on, lever, 0.0)
+    n_robot = len(model._robot)
+    rows = np.zeros((len(model.pairs), len(rot)))
+    for p, (i, j) in enumerate(model.pairs):
+        if j >= n_robot:
+            rows[p] = lever[i]
+        else:   # each shape by the frames that do not also move the other
+            rows[p] = np.where(on[j], 0.0, lever[i]) + np.where(on[i], 0.0, lever[j])
+    return rows @ np.abs(model._to_free)
 
 
 def known_floors(q, known_distance, known_at, sweep) -> np.ndarray:

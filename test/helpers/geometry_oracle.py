@@ -53,16 +53,18 @@ class Hull:
         self.points = hull.points[hull.vertices]
 
 
-def solids_of(xml, package_dirs=None):
+def solids_of(xml, package_dirs=None, links=None):
     """Return link -> [(kind, size, (4, 4) pose in the link)] of a URDF's <collision>s.
 
     A mesh (``package://name/path``, found in ``package_dirs[name]``; ik_node's
     own in this checkout) is a 'hull' whose size is its :class:`Hull` (scale
-    applied).
+    applied). ``links``: only these (default every link).
     """
     package_dirs = dict(package_dirs or {}, ik_node=Path(__file__).resolve().parents[2])
     out = {}
     for link in ElementTree.fromstring(xml).findall('link'):
+        if links is not None and link.get('name') not in links:
+            continue
         for col in link.findall('collision'):
             pose = np.eye(4)
             origin = col.find('origin')
@@ -403,7 +405,7 @@ class RobotSolids:
 
     def __init__(self, xml, raw_model, base, links, package_dirs=None):
         """Keep the solids of ``links`` (those the model under test checks); see solids_of."""
-        solids = solids_of(xml, package_dirs)
+        solids = solids_of(xml, package_dirs, set(links))
         self.raw, self.base = raw_model, base
         self.solids = {link: solids[link] for link in links if link in solids}
 

@@ -90,7 +90,7 @@ class Recorder:
         return self._check(self._brake(time))
 
     def forget_last(self):
-        """A re-sync starts a new command sequence (the acceleration is from the measured state)."""
+        """Start anew (a re-sync: the acceleration is from the measured state)."""
         self.commands.clear()
 
 
@@ -102,7 +102,7 @@ def session_of(name, q0=None, tasks=(None, None), **options):
 
 
 def run_until_rest(session, now, seconds):
-    """Tick until the arm is at rest with targets judged (or ``seconds`` pass); return the clock."""
+    """Tick until the arm rests with its targets judged (or ``seconds`` pass); return the clock."""
     end = now + seconds
     while now < end:
         now += PERIOD

@@ -135,7 +135,9 @@ class CollisionModel:
         #: (S,) shapes whose place in the base frame no joint changes: on a link
         #: fixed to the base, or turned only about an axis they are symmetric
         #: about (the UR shoulder's sphere and cylinder on joint 1's axis).
-        self.still = still_shapes(chain, self._frame, self._local,
+        #: The joint frames as a tree (one chain: a path; arms on a torso: branches).
+        self.tree = chain.frame_tree
+        self.still = still_shapes(self.tree, self._frame, self._local,
                                   [s.kind for _, s, _ in self._robot])
         spheres = [s.bounding_sphere() for _, s, _ in self._robot]
         self._centre = np.array([body.offset[:3, :3] @ c + body.offset[:3, 3]
@@ -145,12 +147,13 @@ class CollisionModel:
         self._obstacles: Dict[str, Tuple[Shape, ...]] = {}
         self._request = coal.DistanceRequest()
         self._result = coal.DistanceResult()
-        fk = chain.fk_tables
-        self._axes = np.array(fk.axis, dtype=np.float64).reshape(-1, 3)
-        self._prismatic = np.array(fk.prismatic, dtype=bool)
+        tree = self.tree
+        self._axes = np.ascontiguousarray(tree.axes)
+        self._prismatic = np.ascontiguousarray(tree.prismatic)
         #: (M, n): a joint frame's rate to the free joints' (multiplier of its driver).
-        self._to_free = np.zeros((len(self._axes), chain.n))
-        self._to_free[np.arange(len(self._axes)), np.array(fk.driver, dtype=np.int64)] = fk.mult
+        self._to_free = np.ascontiguousarray(tree.to_free)
+        self._parent = np.ascontiguousarray(tree.parent)
+        self._ancestor = np.ascontiguousarray(tree.ancestor)
         self._arms = self._shape_arms()
         self._self_pairs = self._pairs_of_links()
         #: Counts changes of the pairs or the world (whatever holds distances
@@ -172,7 +175,7 @@ class CollisionModel:
         filled the cache, then switches here between two ticks.
         """
         self._kernels = resolve_backend(backend)
-        self._fk = self._kernels.fk(self.chain)
+        self._fks = self.tree.fk(self._kernels)
         self._frame_cache.clear()
 
     @property
@@ -253,7 +256,7 @@ class CollisionModel:
         self._w_plane = np.array(planes, dtype=bool)
         self._w_normal = np.array([s.pose[:3, 2] for _, s in self._world]).reshape(-1, 3)
         self._w_offset = np.array([float(s.pose[:3, 2] @ s.pose[:3, 3]) for _, s in self._world])
-        self._sweep_far, self._sweep_after = self._sweep_sides()
+        self._sides = self._sweep_sides()
         self.sweep = self._sweep_matrix()
         # No distance known of any pair (distances' ``known`` when none is given).
         self._unknown = np.full(len(self.pairs), -math.inf)
@@ -264,46 +267,71 @@ class CollisionModel:
 
         The joint-to-shape reach (the spans between, ``Chain.joint_spans``,
         then the shape's bounding sphere) for a revolute joint, 1 for a
-        prismatic one (m per m), 0 for a joint after the shape's frame.
+        prismatic one (m per m), 0 for a joint that does not move the shape's
+        frame (after it, or on another branch of a tree).
         """
-        spans = self.chain.joint_spans()
-        reach = np.concatenate([[0.0], np.cumsum(spans)])   # reach[f + 1]: base to frame f
+        reach = np.concatenate([[0.0], self.tree.reach])   # reach[f + 1]: base to frame f
         extent = np.linalg.norm(self._centre, axis=1) + self._radius     # (S,)
-        k = np.arange(len(spans))
+        k = np.arange(self.tree.movable)
         arm = (reach[self._frame + 1][:, None] - reach[k + 1][None, :]) + extent[:, None]
         arm[:, self._prismatic] = 1.0
-        return np.where(k[None, :] <= self._frame[:, None], arm, 0.0)
+        moves = np.zeros((len(self._frame), len(k)), dtype=bool)
+        on = self._frame >= 0
+        moves[on] = self.tree.ancestor[:, self._frame[on]].T
+        return np.where(moves, arm, 0.0)
 
     def _sweep_matrix(self) -> FloatArray:
         """Return (P, n): how far pair p's two shapes may move toward each other per joint travel.
 
         For a joint path whose joint i travels at most ``dq_i`` (rad, or m),
         ``sweep @ dq`` bounds (m) how much each pair's distance can change on it.
-        A world pair moves with every joint up to its robot shape; two robot
-        shapes only with the joints between them (the joints before both move
-        them rigidly together), by the later shape's arms (``_shape_arms``).
-        Mimic joints count through their multipliers.
+        A world pair moves with every joint that moves its robot shape; two
+        robot shapes only with the joints that move one and not the other
+        (the joints before both move them rigidly together): on one chain the
+        later shape's frames after the earlier one's, on a tree (two arms)
+        each arm's own, by the shapes' arms (``_shape_arms``). Mimic joints
+        count through their multipliers.
         """
-        k = np.arange(self._arms.shape[1])
-        rows = np.where(k[None, :] > self._sweep_after[:, None], self._arms[self._sweep_far], 0.0)
-        return rows.reshape(len(self.pairs), len(k)) @ np.abs(self._to_free)
+        rows = np.zeros((len(self.pairs), self.tree.movable))
+        for p, (side, mask) in enumerate(self._side_masks()):
+            for s, counted in zip(side, mask):
+                rows[p] += np.where(counted, self._arms[s], 0.0)
+        return rows @ np.abs(self._to_free)
 
-    def _sweep_sides(self) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Return per pair (P,) the shape whose motion counts and the frame after which it does.
-
-        A world pair: its robot shape, every frame (-1). Two robot shapes: the
-        later one, the frames after the earlier one's.
-        """
-        n_robot = len(self._robot)
-        far = np.empty(len(self.pairs), dtype=np.int64)
-        after = np.full(len(self.pairs), -1, dtype=np.int64)
-        for p, (i, j) in enumerate(self.pairs):
+    def _side_masks(self):
+        """Yield per pair (its robot shapes, per shape (M,) the frames whose motion counts)."""
+        n_robot, anc = len(self._robot), self.tree.ancestor
+        none = np.zeros(self.tree.movable, dtype=bool)
+        for i, j in self.pairs:
+            fi = self._frame[i]
             if j >= n_robot:
-                far[p] = i
+                yield (i,), (anc[:, fi] if fi >= 0 else none,)
                 continue
-            near, far[p] = (i, j) if self._frame[i] <= self._frame[j] else (j, i)
-            after[p] = self._frame[near]
-        return far, after
+            fj = self._frame[j]
+            on_i = anc[:, fi] if fi >= 0 else none
+            on_j = anc[:, fj] if fj >= 0 else none
+            yield (i, j), (on_i & ~on_j, on_j & ~on_i)
+
+    def _sweep_sides(self) -> Tuple[npt.NDArray[np.int64], ...]:
+        """Return (side_a, start_a, side_b, start_b) (P,) each: path_sweep's pair tables.
+
+        Per pair, each robot shape and the frame nearest the base on its path
+        whose motion counts (``_side_masks``; M: none); side_b -1 for an obstacle.
+        """
+        m = self.tree.movable
+        count = len(self.pairs)
+        side_a, side_b = np.zeros(count, dtype=np.int64), np.full(count, -1, dtype=np.int64)
+        start_a, start_b = np.full(count, m, dtype=np.int64), np.full(count, m, dtype=np.int64)
+        depth = self.tree.ancestor.sum(axis=0)   # frames on each frame's path
+        for p, (side, mask) in enumerate(self._side_masks()):
+            for k, (s, counted) in enumerate(zip(side, mask)):
+                frames = np.flatnonzero(counted)
+                first = int(frames[np.argmin(depth[frames])]) if len(frames) else m
+                if k == 0:
+                    side_a[p], start_a[p] = s, first
+                else:
+                    side_b[p], start_b[p] = s, first
+        return side_a, start_a, side_b, start_b
 
     def path_sweep(self, q, travel: FloatArray) -> FloatArray:
         """Return (P, n) a sweep matrix for one joint path from q: ``sweep`` made tighter there.
@@ -317,10 +345,11 @@ class CollisionModel:
         """
         travel = np.ascontiguousarray(travel, dtype=np.float64)
         out = np.empty((len(self.pairs), self.chain.n))
+        side_a, start_a, side_b, start_b = self._sides
         self._kernels.proximity.path_sweep(
-            self._frames_of(q), self._axes, self._prismatic, self._frame, self._centre,
-            self._radius, self._arms, self._sweep_far, self._sweep_after, self._to_free,
-            travel, out)
+            self._frames_of(q), self._axes, self._prismatic, self._frame, self._parent,
+            self._centre, self._radius, self._arms, side_a, start_a, side_b, start_b,
+            self._to_free, travel, out)
         return out
 
     def pair_names(self, k: int) -> Tuple[str, str]:
@@ -365,11 +394,7 @@ class CollisionModel:
         key = q.tobytes()
         frames = self._frame_cache.get(key)
         if frames is None:
-            kernels = self._kernels
-            frames = kernels.rows(self.chain.movable, 12)
-            kernels.base.chain_frames(kernels.arg(q), self._fk, frames)
-            if not kernels.compiled:
-                frames = np.array(frames, dtype=np.float64).reshape(-1, 12)
+            frames = self.tree.frame_rows(self._kernels, self._fks, q)
             if len(self._frame_cache) >= 4:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
             self._frame_cache[key] = frames
@@ -512,8 +537,8 @@ class CollisionModel:
         warm-up did not pass was loaded from its cache inside a tick (8 ms).
         """
         c = np.ascontiguousarray
-        return (self._frames_of(q), self._axes, self._prismatic, self._frame, self._pa,
-                self._pb, near.pairs, c(near.point_a), c(near.point_b), c(near.normal),
+        return (self._frames_of(q), self._axes, self._prismatic, self._frame, self._ancestor,
+                self._pa, self._pb, near.pairs, c(near.point_a), c(near.point_b), c(near.normal),
                 self._to_free)
 
     def robot_shapes(self, q) -> List[Tuple[str, Shape, FloatArray]]:

@@ -37,6 +37,7 @@ from ik_node.core.kernels.backend import resolve
 from ik_node.core.kernels.lm_constants import DAMPING_DOWN, DAMPING_MAX, DAMPING_MIN, \
     DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
 from ik_node.core.model.chain import Chain
+from ik_node.core.model.tree import FrameTree
 from ik_node.core.poses import split_pose
 import numpy as np
 import numpy.typing as npt
@@ -117,6 +118,7 @@ class JointUnion:
                 cols.append(j)
             self.columns.append(np.array(cols, dtype=np.int64))
         self.names = list(index)
+        self.chains = list(chains)
         self.base_link = base
         self.lower = np.array(lower)
         self.upper = np.array(upper)
@@ -147,6 +149,15 @@ class JointUnion:
         """Return True when every joint of ``q`` (N,) is within its limits (+- tol)."""
         arr = np.asarray(q, dtype=np.float64)
         return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
+
+    @property
+    def frame_tree(self) -> FrameTree:
+        """The chains' joint frames as one tree (shared ones once), built once (collision)."""
+        tree = self.__dict__.get('_frame_tree')
+        if tree is None:
+            tree = self.__dict__['_frame_tree'] = FrameTree(self.chains, self.columns,
+                                                            self.lower, self.upper)
+        return tree
 
     def shared(self) -> List[str]:
         """Return the joints of more than one chain (a torso), union order."""

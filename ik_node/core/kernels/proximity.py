@@ -135,19 +135,20 @@ def known_floors(q, known_distance, known_at, sweep, need, out):
     return bool(np.all(out >= need))
 
 
-def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a, point_b,
-                   normal, rate_out):
+def distance_rates(frames, axes, prismatic, frame_of, ancestor, shape_a, shape_b, point_a,
+                   point_b, normal, rate_out):
     """Write each near pair's distance rate per joint frame's motion, (K, M).
 
     The distance grows at ``normal . (v_b - v_a)``; a revolute frame m turning
     at 1 rad/s moves a point p at ``z_m x (p - o_m)``, a prismatic one at
-    ``z_m``, for the shapes fixed to frame m or a later one.
+    ``z_m``, for the shapes fixed to frame m or one it moves (``ancestor``).
 
     Args:
         frames: (M, 12) joint frames after motion, base frame.
         axes: (M, 3) each joint's axis in its own frame.
         prismatic: (M,) bool.
         frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        ancestor: (M, M) bool, frame m's motion moves frame f (model.tree.FrameTree).
         shape_a: (K,) int, each pair's first shape (robot).
         shape_b: (K,) int, its second: a robot shape (< S) or an obstacle (static).
         point_a: (K, 3) nearest points on a, base frame, m.
@@ -170,7 +171,7 @@ def distance_rates(frames, axes, prismatic, frame_of, shape_a, shape_b, point_a,
             rate = 0.0
             for side in range(2):
                 last = last_a if side == 0 else last_b
-                if m > last:
+                if last < 0 or not ancestor[m, last]:
                     continue
                 if prismatic[m]:
                     along = nx * zx + ny * zy + nz * zz
@@ -363,8 +364,8 @@ def braking_path(q1, v1, a_max, lower, upper, stop, sweep, margin, configs_out, 
         needs_out[k, :] = margin + sweep @ np.abs(configs_out[k + 1] - configs_out[k])
 
 
-def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, after, to_free,
-               travel, out):
+def path_sweep(frames, axes, prismatic, frame_of, parent, centre, radius, arms, side_a,
+               start_a, side_b, start_b, to_free, travel, out):
     """Write each pair's sweep (P, n) along a joint path starting at ``frames``: m per rad.
 
     A tighter twin of the model's static sweep for one path on which free
@@ -375,18 +376,25 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
     only through the frames between m and s's own (the frames up to m move
     both together, m itself turns about its axis), each by at most its arm
     (the static bound) times its travel. Each entry is the smaller of this
-    and the static arm; a prismatic frame's is 1 (m per m).
+    and the static arm; a prismatic frame's is 1 (m per m). A pair counts,
+    for each of its shapes, the frames on that shape's path from the base
+    that do not also move the other shape (on one chain: the later shape's
+    frames after the earlier one's; on a tree, two arms: each arm's own).
 
     Args:
         frames: (M, 12) joint frames at the path's start, base frame.
         axes: (M, 3) each joint's axis in its own frame.
         prismatic: (M,) bool.
         frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        parent: (M,) int, each frame's parent frame (-1: the base).
         centre: (S, 3) bounding-sphere centres in their joint frames, m.
         radius: (S,) bounding-sphere radii, m.
         arms: (S, M) the static arms (CollisionModel._shape_arms), m per rad.
-        far: (P,) int, the pair's shape whose motion counts (a robot shape).
-        after: (P,) int, only frames after this one count (-1: all).
+        side_a: (P,) int, a robot shape of the pair.
+        start_a: (P,) int, the frame on side_a's path nearest the base whose
+            motion counts (it and the frames after it on that path); M: none.
+        side_b: (P,) int, the pair's other shape when a robot shape, else -1.
+        start_b: (P,) int, as start_a for side_b (M: none).
         to_free: (M, n) each joint frame's rate per free joint (mimic multipliers).
         travel: (n,) each free joint's travel on the path, rad (m).
         out: (P, n) written: the bound on each pair's distance change per
@@ -396,7 +404,8 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
     m_frames = frames.shape[0]
     n = to_free.shape[1]
     moved = np.abs(to_free) @ travel   # (M,) each frame's turn
-    # suffix[s, m, j]: shape s's arms over frames m and after, per free joint j.
+    # suffix[s, m, j]: shape s's arms over frame m and the frames after it on
+    # s's path, per free joint j (row M: none).
     suffix = np.zeros((frame_of.shape[0], m_frames + 1, n))
     for s in range(frame_of.shape[0]):
         f = frame_of[s]
@@ -407,7 +416,9 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
         cy = fr[3] * centre[s, 0] + fr[4] * centre[s, 1] + fr[5] * centre[s, 2] + fr[10]
         cz = fr[6] * centre[s, 0] + fr[7] * centre[s, 1] + fr[8] * centre[s, 2] + fr[11]
         later = 0.0   # how far the frames after m may move the centre on the path
-        for m in range(f, -1, -1):
+        acc = np.zeros(n)
+        m = f
+        while m >= 0:
             if prismatic[m]:
                 lever = arms[s, m]
             else:
@@ -421,9 +432,13 @@ def path_sweep(frames, axes, prismatic, frame_of, centre, radius, arms, far, aft
                 perp = math.sqrt(ex * ex + ey * ey + ez * ez) / norm if norm > 0.0 else 0.0
                 lever = min(arms[s, m], perp + radius[s] + later)
             later += arms[s, m] * moved[m]
-            suffix[s, m, :] = suffix[s, m + 1, :] + lever * np.abs(to_free[m])
-    for p in range(far.shape[0]):
-        out[p, :] = suffix[far[p], after[p] + 1, :]
+            acc = acc + lever * np.abs(to_free[m])
+            suffix[s, m, :] = acc
+            m = parent[m]
+    for p in range(side_a.shape[0]):
+        out[p, :] = suffix[side_a[p], start_a[p], :]
+        if side_b[p] >= 0:
+            out[p, :] += suffix[side_b[p], start_b[p], :]
 
 
 def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset, pa, pb, out):
@@ -474,8 +489,8 @@ def sphere_witnesses(rows, ca, cb, radius, w_radius, w_plane, w_normal, w_offset
         out[r, 6], out[r, 7], out[r, 8] = nx, ny, nz
 
 
-def distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
-                       normal, to_free, grads_out):
+def distance_gradients(frames, axes, prismatic, frame_of, ancestor, pa, pb, pairs, point_a,
+                       point_b, normal, to_free, grads_out):
     """Write the pairs' distance gradients over the free joints, (K, n).
 
     ``distance_rates`` per joint frame, mapped to the free joints (mimic
@@ -486,6 +501,7 @@ def distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a
         axes: (M, 3) each joint's axis in its own frame.
         prismatic: (M,) bool.
         frame_of: (S,) int, each robot shape's joint frame (-1: base).
+        ancestor: (M, M) bool, frame m's motion moves frame f.
         pa: (P,) int, each checked pair's first shape.
         pb: (P,) int, its second (a robot shape, or S + an obstacle).
         pairs: (K,) int, the pairs to judge.
@@ -499,8 +515,8 @@ def distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a
     count = pairs.shape[0]
     m_frames = frames.shape[0]
     rate = np.empty((count, m_frames))
-    distance_rates(frames, axes, prismatic, frame_of, pa[pairs], pb[pairs], point_a, point_b,
-                   normal, rate)
+    distance_rates(frames, axes, prismatic, frame_of, ancestor, pa[pairs], pb[pairs], point_a,
+                   point_b, normal, rate)
     for k in range(count):
         for j in range(to_free.shape[1]):
             value = 0.0
@@ -509,8 +525,8 @@ def distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a
             grads_out[k, j] = value
 
 
-def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
-                      normal, to_free, v1, a_max, grads_out, dip_out):
+def gradients_and_dip(frames, axes, prismatic, frame_of, ancestor, pa, pb, pairs, point_a,
+                      point_b, normal, to_free, v1, a_max, grads_out, dip_out):
     """Write the pairs' distance gradients (``distance_gradients``) and their braking dips.
 
     One call for what the guard needs at a configuration on a braking path.
@@ -521,6 +537,7 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
         axes: see distance_gradients.
         prismatic: see distance_gradients.
         frame_of: see distance_gradients.
+        ancestor: see distance_gradients.
         pa: see distance_gradients.
         pb: see distance_gradients.
         pairs: see distance_gradients.
@@ -534,8 +551,8 @@ def gradients_and_dip(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a,
         dip_out: (K,) written: the lowest linearised change while braking, m (<= 0).
 
     """
-    distance_gradients(frames, axes, prismatic, frame_of, pa, pb, pairs, point_a, point_b,
-                       normal, to_free, grads_out)
+    distance_gradients(frames, axes, prismatic, frame_of, ancestor, pa, pb, pairs, point_a,
+                       point_b, normal, to_free, grads_out)
     braking_dip(grads_out, v1, a_max, dip_out)
 
 

@@ -135,3 +135,51 @@ class LinkFrames:
             + np.asarray(frame.shift)
         pose = frame.offset @ frame.chain.forward(values)
         return pose if frame.tail is None else pose @ frame.tail
+
+
+class UnionFrames:
+    """The links of several chains from one base, resolvable at the joints of their union.
+
+    A link is resolved by the first chain's LinkFrames that knows it (a link
+    on the torso by the first arm's, a link of the right arm by the right
+    arm's), at that chain's joints taken from the union's.
+
+    Args:
+        frames: each chain's LinkFrames, in the union's chain order.
+        columns: per chain, (n_k,) the union index of each of its joints.
+
+    """
+
+    def __init__(self, frames: List[LinkFrames], columns: List[np.ndarray]):
+        """Keep each chain's frames and joint columns."""
+        self._frames = list(frames)
+        self._columns = [np.asarray(c, dtype=np.int64) for c in columns]
+        self.base_link = frames[0].base_link
+
+    def names(self) -> List[str]:
+        """Return the links whose poses can be resolved, sorted."""
+        return sorted({name for f in self._frames for name in f.names()})
+
+    def refused(self) -> Dict[str, str]:
+        """Return the links no chain resolves, each with the first chain's reason."""
+        known = set(self.names())
+        return {link: reason for link, reason in self._frames[0].refused().items()
+                if link not in known}
+
+    def summary(self) -> str:
+        """One line for the start-up log: how many links are target frames."""
+        refused = self.refused()
+        return (f'{len(self.names())} links usable as target frames, {len(refused)} not '
+                f'(moved by joints no end effector drives)')
+
+    def pose(self, link: str, q) -> FloatArray:
+        """Pose (4, 4) of ``link`` in the base frame at union joints q (N,) (FrameError: none)."""
+        q = np.asarray(q, dtype=np.float64)
+        error = None
+        for frames, cols in zip(self._frames, self._columns):
+            try:
+                return frames.pose(link, q[cols])
+            except FrameError as exc:
+                error = error or exc
+        assert error is not None
+        raise error

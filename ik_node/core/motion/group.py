@@ -23,8 +23,10 @@ with braking, never NaN. It plugs into the same
 jerk stage, feedback, re-syncs, clock rules and braking work on the union as
 on one chain).
 
-Not here (yet): collision checking (``guard`` stays None), twists and poles,
-the searches and paths of one arm's recovery. A goal at a local minimum of
+With a collision guard (a model of every driven link: the arms, the torso,
+each other) each step keeps the margin as one arm's does, the goal slid in
+joint space. Not here (yet): twists and poles, the free solutions, searches
+and paths of one arm's recovery. A goal at a local minimum of
 the summed error (targets that cannot all be met) is the current joints: the
 arm rests there, and each end effector's verdict says how far it is.
 
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 import time as _time
 from typing import List, Optional, Tuple
 
+from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
 from ik_node.core.kernels import limits
@@ -43,7 +46,7 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedforward import GoalVelocity
-from ik_node.core.motion.limiting import LimitingStep
+from ik_node.core.motion.limiting import HoldReport, LimitingStep
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
 from ik_node.core.motion.trajectory import CartesianTrajectory
@@ -74,8 +77,10 @@ class EffectorArrival:
     Attributes:
         name: the end effector.
         state: 'holding' (no target yet), 'moving', 'arrived' (the joints rest
-            with its task met) or 'unreachable' (the joints rest, its task not
-            met: out of reach, or in conflict with another end effector's).
+            with its task met), 'blocked' (the joints rest, its task not met,
+            held by the collision margin) or 'unreachable' (the joints rest,
+            its task not met: out of reach, or in conflict with another end
+            effector's).
         position_error: of its task, m (0 for a task without a position).
         orientation_error: of its task, rad (an axis' angle; 0 for a position).
 
@@ -231,9 +236,15 @@ class GroupTracker:
         return [lane.name for lane in self.lanes]
 
     @property
-    def guard(self):
-        """The collision constraint: none (not built for several end effectors)."""
-        return None
+    def guard(self) -> Optional[CollisionGuard]:
+        """The collision constraint of the step (None: nothing checked)."""
+        return self.stepper.guard
+
+    @guard.setter
+    def guard(self, guard: Optional[CollisionGuard]) -> None:
+        """Check every step against ``guard`` (a model of the union's links; None: none)."""
+        self.stepper.guard = guard
+        self.stepper.report = HoldReport()
 
     @property
     def has_target(self) -> bool:
@@ -281,6 +292,7 @@ class GroupTracker:
             not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
                     for lane in self.lanes)
         asked = [lane.asked for lane in self.lanes]
+        blocked = 'blocked' if self.stepper.report.blocked is not None else ''
         errors = self.solver.errors(asked, q)
         met = self.solver.met(asked, q)
         out = []
@@ -290,11 +302,13 @@ class GroupTracker:
             elif not still:
                 state = 'moving'
             else:
-                state = 'arrived' if ok else 'unreachable'
+                state = 'arrived' if ok else blocked or 'unreachable'
             out.append(EffectorArrival(lane.name, state, float(pos), float(rot)))
         states = [e.state for e in out]
         if not still and self._has_target:
             overall = 'moving'
+        elif 'blocked' in states:
+            overall = 'blocked'
         elif 'unreachable' in states:
             overall = 'unreachable'
         elif 'arrived' in states:
@@ -396,7 +410,7 @@ class GroupTracker:
         return Mode.for_poses(self.config.smoothing)
 
     def _forget_held(self) -> None:
-        """New targets or a new state: the local steps lead again, a full solve may be asked."""
+        """Let the local steps lead again (new targets, a new state): a full solve may be asked."""
         self._held, self._asked = None, False
 
     def _restart_all(self, time: float) -> None:
