@@ -3,8 +3,9 @@
 """Bring up a bundled robot: robot_state_publisher, ik_node and (optionally) RViz.
 
 ik_node publishes joint_states itself, so no joint_state_publisher runs.
-Arguments: robot (iiwa14, panda, ur5e or xarm7: a file pair urdf/<robot>.urdf and
-config/<robot>.yaml), rviz (true/false), viewer (true/false: ik_viewer, the
+Arguments: robot (iiwa14, panda, ur5e, xarm7, or iiwa14_dual: two arms on a
+lifting torso, driven at both hands by one node; a file pair urdf/<robot>.urdf
+and config/<robot>.yaml), rviz (true/false), viewer (true/false: ik_viewer, the
 arm in a browser, instead of or beside RViz; needs viser), namespace, params_file (more
 ik_node parameters, applied after the robot's: e.g.
 config/ros2_control/ik_node_joint_trajectory.yaml to read the robot's joint
@@ -90,8 +91,8 @@ def generate_launch_description():
     """Return the launch description (see the module docstring)."""
     return LaunchDescription([
         DeclareLaunchArgument('robot', default_value='iiwa14',
-                              description='bundled robot: iiwa14 (SRS, analytic), panda, ur5e or '
-                                          'xarm7'),
+                              description='bundled robot: iiwa14 (SRS, analytic), panda, ur5e, '
+                                          'xarm7 or iiwa14_dual (two arms, one torso)'),
         DeclareLaunchArgument('rviz', default_value='true', description='start RViz'),
         DeclareLaunchArgument('viewer', default_value='false',
                               description='start ik_viewer (the arm in a browser; needs viser)'),

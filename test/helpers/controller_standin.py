@@ -27,9 +27,16 @@ the stand-in runs on a clock this many seconds ahead of the system clock
 (negative: behind), as a controller on the robot's own computer does: it
 validates and samples the node's stamps, and stamps its joint states, on it.
 
+``--group TOPIC N`` (repeated, trajectory mode): one controller manager
+with several joint_trajectory_controllers, as two arms usually have
+(``left_arm_controller``, ``right_arm_controller``): each takes the next N of
+``--joints`` on its own topic and mock hardware; one broadcaster publishes
+every joint; ``~/written`` carries every joint (a controller that wrote
+nothing in a cycle: its hardware's state).
+
 usage: controller_standin.py --joints a b c --initial 0 0 0 --mode trajectory|position
        [--command-topic T] [--rate HZ] [--lag S] [--extra-joint NAME] [--sim-clock]
-       [--clock-offset S]
+       [--clock-offset S] [--group TOPIC N ...]
 """
 
 import argparse
@@ -59,6 +66,34 @@ def _seconds(duration) -> float:
     return duration.sec + duration.nanosec * 1e-9
 
 
+class Hardwares:
+    """Several controllers' mock hardware seen as one system (the broadcaster's view)."""
+
+    has_velocity_state = False
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+        self._cuts = np.cumsum([len(p.q) for p in self.parts])[:-1]
+
+    @property
+    def q(self):
+        return np.concatenate([p.q for p in self.parts])
+
+    @q.setter
+    def q(self, value):
+        for p, piece in zip(self.parts, np.split(np.asarray(value, dtype=float), self._cuts)):
+            p.q = piece
+
+    @property
+    def v(self):
+        return np.concatenate([p.v for p in self.parts])
+
+    @v.setter
+    def v(self, value):
+        for p, piece in zip(self.parts, np.split(np.asarray(value, dtype=float), self._cuts)):
+            p.v = piece
+
+
 class StandIn:
     """Controller, hardware and broadcaster on one rclpy node."""
 
@@ -77,18 +112,46 @@ class StandIn:
         self.paused = False
         self.held = None   # (joint mask, positions, until s, states left) of a push
         topic = args.command_topic or DEFAULT_TOPICS[args.mode]
-        if args.mode == 'trajectory':
+        self.controllers = []
+        if args.group:
+            self._groups(args, q0)
+        elif args.mode == 'trajectory':
             self.controller = TrajectoryController(self.joints, args.rate, self.hw)
             node.create_subscription(JointTrajectory, topic, self.on_trajectory, 10)
         else:
             self.controller = ForwardController(self.joints, args.rate, self.hw)
             node.create_subscription(Float64MultiArray, topic, self.on_array, 10)
+        if not args.group:
+            self.controllers = [self.controller]
         node.create_subscription(Float64MultiArray, '~/push', self.on_push, 10)
         node.create_subscription(Bool, '~/pause', self.on_pause, 10)
         self.pub = node.create_publisher(JointState, '/joint_states', 10)
         self.written_pub = node.create_publisher(Float64MultiArray, '~/written', 1000)
         self.rejected_pub = node.create_publisher(String, '~/rejected', 100)
         node.create_timer(1.0 / args.rate, self.update)
+
+    def _groups(self, args, q0) -> None:
+        """One trajectory controller per group of joints, each on its topic and hardware."""
+        counts = [int(n) for _, n in args.group]
+        if args.mode != 'trajectory' or sum(counts) != len(self.joints) or args.lag > 0.0:
+            raise SystemExit('--group: trajectory mode, mock hardware, the counts summing to '
+                             'the joints')
+        start, parts = 0, []
+        for (topic, _), n in zip(args.group, counts):
+            hw = MockHardware(q0[start:start + n])
+            controller = TrajectoryController(self.joints[start:start + n], args.rate, hw)
+            self.node.create_subscription(JointTrajectory, topic,
+                                          self._trajectory_callback(controller), 10)
+            self.controllers.append(controller)
+            parts.append(hw)
+            start += n
+        self.hw = Hardwares(parts)
+        self.controller = self.controllers[0]
+
+    def _trajectory_callback(self, controller):
+        def on_trajectory(msg):
+            self.on_trajectory(msg, controller)
+        return on_trajectory
 
     def now_ns(self) -> int:
         """Return this node's clock (the simulated one with --sim-clock), nanoseconds."""
@@ -100,8 +163,9 @@ class StandIn:
         """Return this node's clock, seconds since it started."""
         return (self.now_ns() - self.epoch_ns) * 1e-9
 
-    def on_trajectory(self, msg):
+    def on_trajectory(self, msg, controller=None):
         """Validate a trajectory on this clock and keep it for the next update (the subscriber)."""
+        controller = controller or self.controller
         stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         stamp = 0.0 if stamp_ns == 0 else (stamp_ns - self.epoch_ns) * 1e-9
         traj = Trajectory(list(msg.joint_names), stamp, [
@@ -109,12 +173,12 @@ class StandIn:
                   list(p.accelerations)) for p in msg.points])
         if stamp == 0.0 and stamp_ns != 0:
             traj.stamp = 1e-12   # a stamp exactly at our epoch is still a stamp
-        before = len(self.controller.rejected)
+        before = len(controller.rejected)
         now = self.now()
-        self.controller.receive(traj, now)
-        if len(self.controller.rejected) > before:
+        controller.receive(traj, now)
+        if len(controller.rejected) > before:
             end = traj.stamp + traj.points[-1].time_from_start if traj.points else traj.stamp
-            detail = (f'{self.controller.rejected[-1]} | stamp {traj.stamp:.6f} s, ends '
+            detail = (f'{controller.rejected[-1]} | stamp {traj.stamp:.6f} s, ends '
                       f'{end:.6f} s, received {now:.6f} s, {len(traj.points)} points')
             self.rejected_pub.publish(String(data=detail))
             print(f'rejected: {detail}', flush=True)
@@ -153,8 +217,10 @@ class StandIn:
             self.sim_ns += self.period_ns
             self.clock_pub.publish(Clock(clock=Time(nanoseconds=self.sim_ns).to_msg()))
         t = self.now()
-        written = self.controller.update(t)
-        if written is not None:
+        writes = [c.update(t) for c in self.controllers]
+        if any(w is not None for w in writes):
+            parts = [w if w is not None else c.hw.q for w, c in zip(writes, self.controllers)]
+            written = np.concatenate(parts)
             self.written_pub.publish(Float64MultiArray(data=[t] + [float(v) for v in written]))
         self.hold_pushed_joints(t)
         if self.paused:
@@ -185,6 +251,8 @@ def main():
                         help='be the simulator: publish /clock and run on it')
     parser.add_argument('--clock-offset', type=float, default=0.0,
                         help="this controller's clock minus the system clock, s")
+    parser.add_argument('--group', nargs=2, action='append', metavar=('TOPIC', 'N'),
+                        help='a trajectory controller of the next N joints on TOPIC')
     args = parser.parse_args()
     stop = StopRequest()
     stop.install()

@@ -65,3 +65,24 @@ def test_position_arrays_are_sent_at_the_controller_managers_rate(arm):
         'ros__parameters']
     manager = load(CONFIG / 'ros2_control' / f'{arm}_controllers.yaml')['controller_manager']
     assert params['controller_rate'] == manager['ros__parameters']['update_rate']
+
+
+def test_the_two_arm_controllers_command_what_the_node_sends_each():
+    """iiwa14_dual: each arm's controller listens on the topic and joints the node gives it."""
+    from ik_node.core.ik.stacked import EndEffector, JointUnion
+    from ik_node.ros.group import command_groups
+    params = load(CONFIG / 'iiwa14_dual.yaml')['/**']['ros__parameters']
+    urdf = CONFIG.parent / 'urdf' / 'iiwa14_dual.urdf'
+    chains = [Chain.from_urdf_file(str(urdf), params['base_link'], params[f'{name}.tip_link'])
+              for name in params['end_effectors']]
+    union = JointUnion(chains)
+    groups = command_groups([EndEffector(n, c) for n, c in zip(params['end_effectors'], chains)],
+                            union)
+    config = load(CONFIG / 'ros2_control' / 'iiwa14_dual_controllers.yaml')
+    manager = config['controller_manager']['ros__parameters']
+    for name, group in zip(params['end_effectors'], groups):
+        topic = params[f'{name}.command_topic']
+        controller = topic.split('/')[1]
+        assert manager[controller]['type'] == TYPES['joint_trajectory_controller']
+        assert config[controller]['ros__parameters']['joints'] == [union.names[k] for k in group]
+    assert sorted(k for g in groups for k in g) == list(range(union.n))

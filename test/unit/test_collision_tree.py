@@ -27,7 +27,7 @@ import collision_reference as numpy_ref
 from geometry_oracle import distance_interval, RobotSolids
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from models import URDF_CORPUS
+from models import ROOT, URDF_CORPUS
 import numpy as np
 from oracle import RawModel
 import pytest
@@ -254,3 +254,40 @@ def test_two_hands_sent_to_one_point_keep_the_margin():
                       for x in solids.posed(a_name, values)
                       for y in solids.posed(b_name, values))
             assert low >= margin - TOL, (a_name, b_name, low)
+
+
+def test_the_bundled_two_arm_config_starts_outside_the_margin_on_its_floor():
+    """config/iiwa14_dual.yaml's start pose keeps collision_margin between every checked pair.
+
+    Distances are the oracle's certified lower bounds over the pairs the
+    model checks (the arms, the torso, the pedestal), and every moving shape
+    keeps the margin to the floor the launch file adds.
+    """
+    import yaml
+    root = ROOT
+    params = yaml.safe_load((root / 'config' / 'iiwa14_dual.yaml').read_text()
+                            )['/**']['ros__parameters']
+    xml = (root / 'urdf' / 'iiwa14_dual.urdf').read_text()
+    chains = [chain_from_urdf_string(xml, params['base_link'], params[f'{n}.tip_link'])
+              for n in params['end_effectors']]
+    union = JointUnion(chains)
+    q0 = np.array(params['initial_positions'])
+    frames = UnionFrames([link_frames(xml, c) for c in chains], union.columns)
+    model, _ = collision_model(xml, union, frames, home=q0)
+    margin = params['collision_margin']
+    raw = RawModel(xml)
+    solids = RobotSolids(xml, raw, union.base_link, [b.link for b in model.bodies])
+    values = dict(zip(union.names, q0))
+    posed = {link: solids.posed(link, values) for link in solids.solids}
+    assert len(model.pairs) > 100
+    for k in range(len(model.pairs)):
+        a, b = model.pair_names(k)
+        (_, i), (_, j) = model.pair_shapes(k)
+        lowest = distance_interval(posed[a][i], posed[b][j], margin)[0]
+        assert lowest >= margin, (a, b, lowest)
+    floor = ('halfspace', (), np.eye(4))
+    for s, (link, shape, _) in enumerate(model.robot_shapes(q0)):
+        if model.still[s]:
+            continue
+        k = [b.link for b in model.bodies for _ in b.shapes][:s + 1].count(link) - 1
+        assert distance_interval(posed[link][k], floor, margin)[0] >= margin, link
