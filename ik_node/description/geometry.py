@@ -40,6 +40,7 @@ from ik_node.core.collision.pairs import (always_in_contact, attachment, check_d
 from ik_node.core.collision.shapes import checked_shape, CollisionError, load_mesh, Shape
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import FrameError, LinkFrames
+from ik_node.core.model.tree import frame_tree_of
 from ik_node.core.rotations import quaternion_to_matrix, ypr_to_matrix
 from ik_node.description.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
 import numpy as np
@@ -265,7 +266,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         except FrameError:
             skipped.append(name)
             continue
-        attached = attachment(chain.frame_tree, frames.pose, name)
+        attached = attachment(frame_tree_of(chain), frames.pose, name)
         if attached is None:
             skipped.append(name)
             continue

@@ -72,11 +72,13 @@ class Hardwares:
     has_velocity_state = False
 
     def __init__(self, parts):
+        """Join the parts (MockHardware each), in joint order."""
         self.parts = list(parts)
         self._cuts = np.cumsum([len(p.q) for p in self.parts])[:-1]
 
     @property
     def q(self):
+        """Return every joint's position state, joint order."""
         return np.concatenate([p.q for p in self.parts])
 
     @q.setter
@@ -86,6 +88,7 @@ class Hardwares:
 
     @property
     def v(self):
+        """Return every joint's velocity state (0: mock hardware), joint order."""
         return np.concatenate([p.v for p in self.parts])
 
     @v.setter

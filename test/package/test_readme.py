@@ -262,14 +262,27 @@ def test_distro_only_lines_name_what_the_package_provides():
     build_parser().parse_args(run[4:])
 
 
-def base_links():
-    """Return {robot: base_link} of the bundled configurations (config/<robot>.yaml)."""
+def base_links(several=False):
+    """Return {robot: base_link} of the bundled configurations (config/<robot>.yaml).
+
+    Those of one end effector (``several``: those with end_effectors).
+    """
     found = {}
     for path in sorted((ROOT / 'config').glob('*.yaml')):
         for section in yaml.safe_load(path.read_text()).values():
-            if 'base_link' in section.get('ros__parameters', {}):
-                found[path.stem] = section['ros__parameters']['base_link']
+            params = section.get('ros__parameters', {})
+            if 'base_link' in params and ('end_effectors' in params) == several:
+                found[path.stem] = params['base_link']
     return found
+
+
+def test_the_two_arm_robot_the_readme_launches_is_bundled():
+    """`robot:=<name>` of a robot with several end effectors: its URDF and config are there."""
+    text = README.read_text(encoding='utf-8')
+    named = set(re.findall(r'`robot:=(\w+)`: two arms', text))
+    assert named and named == set(base_links(several=True)), named
+    for robot in named:
+        assert (ROOT / 'urdf' / f'{robot}.urdf').is_file()
 
 
 def test_the_target_example_names_each_robots_base_frame_and_each_reaches_it():

@@ -66,6 +66,7 @@ class TwoArms:
     """The node and a two-controller stand-in on one fresh domain, with the node's client."""
 
     def __init__(self, start):
+        """Start the stand-in at ``start`` (N,) and the node as the launch file would."""
         self.chains, self.union = union_of()
         left_n = len(self.chains[0].joint_names)
         domain = unique_domain_id()
@@ -98,22 +99,26 @@ class TwoArms:
                             for n in NAMES}
 
     def measured(self):
+        """Return the newest broadcast joints (N,), union order, looked up by name."""
         msg = self.node.joints[-1]
         where = {name: k for k, name in enumerate(msg.name)}
         return np.array([msg.position[where[n]] for n in self.union.names])
 
     def send(self, name, pose):
+        """Publish a target (4, 4, base frame) for end effector ``name``."""
         msg = PoseStamped()
         msg.header.frame_id = PARAMS['base_link']
         msg.pose = matrix_to_pose(pose)
         self.target_pubs[name].publish(msg)
 
     def explain(self):
+        """Return what a failed wait needs: the joints, refusals, both logs."""
         return (f'measured {self.measured() if self.node.joints else None}\n'
                 f'rejected {self.rejected[-3:]}\nnode log:\n{self.node.drain.text()[-3000:]}\n'
                 f'stand-in log:\n{self.mock_output.text()[-1500:]}')
 
     def stop(self):
+        """Stop the node (its exit code returned) and the stand-in."""
         code = self.node.stop()
         if self.mock.poll() is None:
             self.mock.send_signal(signal.SIGINT)

@@ -61,6 +61,7 @@ class Recorder:
     """Every command the tracker's limiting step gives, checked against the union's limits."""
 
     def __init__(self, tracker):
+        """Wrap ``tracker``'s command and brake (what its stream calls)."""
         self.tracker = tracker
         self.commands = []
         self.worst = 0.0   # the largest limit excess seen (0: none)
@@ -84,9 +85,11 @@ class Recorder:
         return c
 
     def command(self, time, reference=None):
+        """Return the tracker's command, checked."""
         return self._check(self._command(time, reference))
 
     def brake(self, time):
+        """Return the tracker's braking step, checked."""
         return self._check(self._brake(time))
 
     def forget_last(self):

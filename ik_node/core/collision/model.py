@@ -39,6 +39,7 @@ from ik_node.core.collision.pairs import still_shapes
 from ik_node.core.collision.shapes import coal_geometry, Shape
 from ik_node.core.kernels.backend import resolve as resolve_backend
 from ik_node.core.model.chain import Chain
+from ik_node.core.model.tree import frame_tree_of
 import numpy as np
 import numpy.typing as npt
 
@@ -136,7 +137,7 @@ class CollisionModel:
         #: fixed to the base, or turned only about an axis they are symmetric
         #: about (the UR shoulder's sphere and cylinder on joint 1's axis).
         #: The joint frames as a tree (one chain: a path; arms on a torso: branches).
-        self.tree = chain.frame_tree
+        self.tree = frame_tree_of(chain)
         self.still = still_shapes(self.tree, self._frame, self._local,
                                   [s.kind for _, s, _ in self._robot])
         spheres = [s.bounding_sphere() for _, s, _ in self._robot]

@@ -11,10 +11,11 @@ poses are in the chain's base frame, metres and radians.
 """
 
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ik_node.core.collision.shapes import CollisionError
 from ik_node.core.model.chain import Chain
+from ik_node.core.model.tree import FrameTree
 import numpy as np
 import numpy.typing as npt
 
@@ -28,7 +29,7 @@ CONTACT_SAMPLES = 300
 STILL_SAMPLES = 6
 
 
-def still_shapes(chain: Chain, frame: npt.NDArray[np.int64], local: FloatArray,
+def still_shapes(chain: Union[Chain, FrameTree], frame: npt.NDArray[np.int64], local: FloatArray,
                  kinds: Sequence[str], samples: int = STILL_SAMPLES) -> npt.NDArray[np.bool_]:
     """Return (S,) True for each shape whose place in the base frame no joint motion changes.
 
@@ -40,7 +41,7 @@ def still_shapes(chain: Chain, frame: npt.NDArray[np.int64], local: FloatArray,
     a cylinder: its centre and its axis, either way) stays within RIGID_TOL.
 
     Args:
-        chain: the chain.
+        chain: the chain, or the FrameTree of several (frames(q) of its joints).
         frame: (S,) each shape's joint frame index (-1: the base frame).
         local: (S, 4, 4) each shape's pose in that frame.
         kinds: (S,) each shape's kind (shapes.KINDS).
@@ -98,11 +99,12 @@ def always_in_contact(model, samples: int = CONTACT_SAMPLES,
     return sorted(tuple(sorted(p)) for p in candidates)
 
 
-def attachment(chain: Chain, pose_of, link: str, rng=None) -> Optional[Tuple[int, FloatArray]]:
+def attachment(chain: Union[Chain, FrameTree], pose_of, link: str,
+               rng=None) -> Optional[Tuple[int, FloatArray]]:
     """Return (joint frame index or -1, (4, 4) offset) fixing ``link`` to the chain.
 
     Args:
-        chain: the chain.
+        chain: the chain, or the FrameTree of several (frames(q) of its joints).
         pose_of: function (link, q) -> (4, 4) pose of the link in the base frame.
         link: the link.
         rng: numpy Generator of the three test configurations (default seeded).

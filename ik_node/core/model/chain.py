@@ -313,15 +313,6 @@ class Chain:
             return np.zeros(3), bound
         return centre, radius
 
-    @property
-    def frame_tree(self):
-        """The joint frames as a FrameTree (one path: ik_node.core.model.tree), built once."""
-        tree = self.__dict__.get('_frame_tree')
-        if tree is None:
-            from ik_node.core.model.tree import FrameTree   # it builds on this module
-            tree = self.__dict__['_frame_tree'] = FrameTree.of_chain(self)
-        return tree
-
     def joint_spans(self) -> FloatArray:
         """Return (m,) per movable (FK) joint: how far its frame can be from the one before, m.
 

@@ -176,3 +176,13 @@ class FrameTree:
                 rows = np.array(rows, dtype=np.float64).reshape(-1, 12)
             out[place[own]] = rows[own]
         return out
+
+
+def frame_tree_of(owner) -> FrameTree:
+    """Return the FrameTree of a Chain (one path, built once) or of a JointUnion (its own)."""
+    if isinstance(owner, Chain):
+        tree = owner.__dict__.get('_frame_tree')
+        if tree is None:
+            tree = owner.__dict__['_frame_tree'] = FrameTree.of_chain(owner)
+        return tree
+    return owner.frame_tree
