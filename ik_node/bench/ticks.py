@@ -133,11 +133,19 @@ def add_parser(subparsers):
     p.add_argument('--task', choices=TASK_NAMES, default='',
                    help="what of a target counts (default: the node's: pose, or position for "
                         'fewer than 6 joints)')
+    p.add_argument('--two-arms', action='store_true',
+                   help='two end effectors on one torso instead (ik_node.bench.group_ticks: '
+                        'iiwa14_dual, Baxter, TIAGo dual, PR2, G1)')
+    p.add_argument('--dir', default=None, help='folder of the corpus, for --two-arms '
+                   "(default: the source tree's test/urdf_corpus/external)")
     p.set_defaults(func=run)
 
 
 def run(args):
     """Run the benchmark and print a table, or one JSON object with --json."""
+    if args.two_arms:
+        from ik_node.bench import group_ticks
+        return group_ticks.run(args, _load())
     started = time.perf_counter()
     table = rows(args)
     report = {'benchmark': 'ticks', 'seed': args.seed, 'machine': machine_info(),

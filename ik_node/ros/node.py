@@ -152,8 +152,10 @@ class IKNode(Node):
         self.add_post_set_parameters_callback(self._guarded(self.params.apply))
         kind, default_topic = OUTPUTS[self.output]
         self.command_topic = self.get_parameter('command_topic').value or default_topic
-        self.command_pub = self._named_topic('command_topic', self.create_publisher, kind,
-                                             self.command_topic, 10)
+        # Several end effectors command one controller each (ros/group.py), not this topic.
+        self.command_pub = None if effectors and self.output != 'joint_states' else \
+            self._named_topic('command_topic', self.create_publisher, kind,
+                              self.command_topic, 10)
         self.handles: Optional[TargetHandles] = None
         self.handle_gaps = SequenceGaps()
         self.feedback_topic = self.get_parameter('feedback_topic').value

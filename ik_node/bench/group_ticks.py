@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""``ik_bench ticks --two-arms``: one tick's cost with two end effectors on one torso.
+
+Issue 52: the node's motion session with end_effectors (GroupTracker: a
+stacked step of both hands per tick, the union's limiting step, the jerk
+stage), joint_states output at 100 Hz, in real time (each tick started on
+its period's instant, as ticks.py does). Robots: the bundled iiwa14_dual
+(collision on: both arms, the torso, the pedestal and a floor), Baxter and
+TIAGo dual of the corpus (collision on, their <collision> primitives, TIAGo
+on a floor; the meshes of others' packages are not here; no SRDF: Baxter's
+shoulder and elbow cylinders sit 2 mm apart, inside the margin, and may
+only part) and the PR2 and the G1 humanoid
+(no collision: their geometry is meshes not here); the joints shared by both
+arms weigh TORSO_WEIGHT. Targets: a pair of hand
+poses at random joints near the start, in turn for PHASE_S each, and a 20 Hz
+stream of pairs (each hand on a circle around such a pose). Reported: the
+tick's wall-clock time (p50, p99, max; the share over one period), how late
+ticks started, the collision pairs checked, and the arm's verdict at the
+end of each pair's phase (GroupTracker.arrival: arrived, still moving, blocked
+by the margin with no path around, unreachable).
+"""
+
+import math
+import time
+from typing import List
+
+from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
+from ik_node.bench.corpus import corpus_path
+from ik_node.core.collision.guard import CollisionGuard
+from ik_node.core.ik.stacked import EndEffector, JointUnion, StackedIK
+from ik_node.core.model.frames import UnionFrames
+from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.group import GroupTracker
+from ik_node.core.motion.session import MotionSession
+from ik_node.core.warm import compile_collision_kernels
+from ik_node.description.urdf import bundled_urdf, chain_from_urdf_string, link_frames
+import numpy as np
+
+PERIOD = 0.01
+PHASE_S = 3.0
+STREAM_HZ = 20.0
+STREAM_RADIUS_M = 0.05
+STREAM_TURN_S = 2.0
+SPREAD_RAD = 0.4       # targets at joints within this of the start (rad, or m scaled)
+MARGIN_M = 0.01
+# The joints shared by both arms (a torso, a waist) are this much as dear to move (the
+# bundled iiwa14_dual's config sets the same).
+TORSO_WEIGHT = 0.1
+# (name, file or None for bundled, base, left tip, right tip, collision: 'floor' (the
+# base link on the ground), 'self' (no floor: Baxter's base is on its pedestal) or '',
+# start)
+ROBOTS = (
+    ('iiwa14_dual', None, 'base', 'left_tool0', 'right_tool0', 'floor',
+     [0.15] + [0.0, 0.5, 0.0, -1.2, 0.0, 0.9, 0.0] * 2),
+    ('baxter', 'baxter', 'base', 'left_gripper', 'right_gripper', 'self', None),
+    ('tiago_dual', 'tiago_dual', 'base_footprint', 'hand_left_tool_link',
+     'hand_right_tool_link', 'floor', None),
+    ('pr2', 'pr2', 'base_footprint', 'l_gripper_tool_frame', 'r_gripper_tool_frame', '', None),
+    ('g1_29dof_rev_1_0', 'g1_29dof_rev_1_0', 'pelvis', 'left_rubber_hand', 'right_rubber_hand',
+     '', None),
+)
+
+
+def session_of(robot, directory, backend: str):
+    """Return (session, solver, collision pairs) of one robot (module docstring)."""
+    name, file, base, left, right, collide, start = robot
+    path = bundled_urdf('iiwa14_dual.urdf') if file is None else corpus_path(file, directory)
+    with open(path, encoding='utf-8') as handle:
+        xml = handle.read()
+    chains = [chain_from_urdf_string(xml, base, tip) for tip in (left, right)]
+    shared = JointUnion(chains).shared()
+    stacked = StackedIK([EndEffector('left', chains[0]), EndEffector('right', chains[1])],
+                        joint_weights=dict.fromkeys(shared, TORSO_WEIGHT), backend=backend,
+                        timeout_s=TrackerConfig().ik_timeout)
+    union = stacked.union
+    q0 = union.mid_limits() if start is None else np.array(start, dtype=float)
+    stacked.warm_up()
+    tracker = GroupTracker(stacked, TrackerConfig(), q0, 0.0, backend=backend)
+    pairs = 0
+    if collide:
+        from ik_node.core.collision.shapes import checked_shape
+        from ik_node.description.geometry import collision_model
+        frames = UnionFrames([link_frames(xml, c) for c in chains], union.columns)
+        model, _ = collision_model(xml, union, frames, home=q0, backend=backend)
+        if collide == 'floor':
+            model.set_obstacles({'floor': (checked_shape('halfspace', (), np.eye(4)),)})
+        tracker.guard = CollisionGuard(model, MARGIN_M)
+        pairs = len(model.pairs)
+        if backend != 'numpy':   # load the compiled kernels now, as a node does at start-up
+            compile_collision_kernels(chains[0], q0[union.columns[0]])
+    return MotionSession(tracker, PERIOD, 2 * PERIOD, 500.0), stacked, pairs
+
+
+def free_pair(session, stacked, rng):
+    """Return the hands' poses at random joints near the start, clear of the margin."""
+    tracker = session.tracker
+    union = stacked.union
+    for _ in range(50):
+        q = np.clip(tracker.q0 + rng.uniform(-SPREAD_RAD, SPREAD_RAD, union.n),
+                    union.lower, union.upper)
+        guard = tracker.guard
+        if guard is None or guard.model.distances(q, 2 * MARGIN_M).pairs.size == 0:
+            return stacked.forward(q)
+    return stacked.forward(tracker.q0)
+
+
+def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
+    """Run one robot's session in real time; return its tick times, lateness, arrivals."""
+    session, stacked, pairs = session_of(robot, directory, backend)
+    ticks, late, ends = [], [], []
+    phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
+    started = time.perf_counter()
+    k = 0
+    while True:
+        due = started + k * PERIOD
+        k += 1
+        wait = due - time.perf_counter()
+        if wait > 0.0:
+            time.sleep(wait)
+        now = time.perf_counter() - started
+        late.append(max(0.0, now - (due - started)))
+        if now >= seconds:
+            break
+        if now >= phase_end:
+            if not streaming:   # a phase of one pair ends: where are the hands?
+                ends.append(session.arrival(now).state)
+            streaming, phase_end = not streaming, now + PHASE_S
+            centre = free_pair(session, stacked, rng)
+            if not streaming:
+                for name, pose in zip(('left', 'right'), centre):
+                    session.target_of(name, now, pose)
+        if streaming and now - sent >= 1.0 / STREAM_HZ:
+            sent = now
+            angle = 2.0 * math.pi * now / STREAM_TURN_S
+            for name, pose in zip(('left', 'right'), centre):
+                moved = pose.copy()
+                moved[:3, 3] += STREAM_RADIUS_M * (math.cos(angle) * pose[:3, 0]
+                                                   + math.sin(angle) * pose[:3, 1])
+                session.target_of(name, now, moved)
+        tick_start = time.perf_counter()
+        session.tick(now)
+        ticks.append(time.perf_counter() - tick_start)
+    return {'ticks': np.array(ticks), 'late': np.array(late), 'ends': ends,
+            'pairs': pairs, 'joints': stacked.union.n}
+
+
+def rows(args) -> List[dict]:
+    """Drive every robot (module docstring); one row each (times in ms)."""
+    out = []
+    for k, robot in enumerate(ROBOTS):
+        result = drive(robot, args.seconds, np.random.default_rng([args.seed, k]), args.dir,
+                       args.backend)
+        t, late = result['ticks'], result['late']
+        out.append({'robot': robot[0], 'joints': result['joints'],
+                    'collision_pairs': result['pairs'], 'ticks': len(t),
+                    'p50_ms': 1e3 * float(np.median(t)),
+                    'p99_ms': 1e3 * float(np.percentile(t, 99)),
+                    'max_ms': 1e3 * float(t.max()),
+                    'over_period_pct': 100.0 * float(np.mean(t > PERIOD)),
+                    'late_p99_ms': 1e3 * float(np.percentile(late, 99)),
+                    'pairs_at_phase_end': ' '.join(
+                        f'{state} {result["ends"].count(state)}'
+                        for state in ('arrived', 'moving', 'blocked', 'unreachable')
+                        if state in result['ends'])})
+    return out
+
+
+def run(args, load: str):
+    """Print the table (or JSON)."""
+    started = time.perf_counter()
+    table = rows(args)
+    report = {'benchmark': 'ticks --two-arms', 'seed': args.seed, 'machine': machine_info(),
+              'load_average': load, 'seconds_per_robot': args.seconds,
+              'backend': args.backend, 'wall_s': time.perf_counter() - started, 'rows': table}
+    if args.json:
+        print_json(report)
+        return 0
+    print_title('ticks --two-arms', f'seed {args.seed}, backend {args.backend}',
+                report['machine'])
+    print(f'{args.seconds:g} s of real time per robot at 100 Hz, two hands: a pair of targets '
+          f'every {PHASE_S:g} s in turn with 20 Hz streams; load average {load}')
+    keys = list(table[0])
+    print_table(keys, [[cell(r[k]) for k in keys] for r in table])
+    return 0

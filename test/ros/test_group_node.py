@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""The node with several end effectors over DDS (issue 52): topics, verdicts, refusals.
+
+Descriptions written by others, unmodified (test/urdf_corpus/external):
+TIAGo dual (two arms on a prismatic torso) and the Unitree G1 humanoid (two
+arms on a waist of three joints). Where the hands end is judged from the
+joint_states that reach the client, by the raw description's forward
+kinematics (oracle.RawModel).
+"""
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PointStamped, PoseStamped
+from ik_node.ros.conversions import matrix_to_pose
+from models import URDF_CORPUS
+from node_process import start_in_process
+import numpy as np
+from oracle import RawModel
+import pytest
+from rclpy.parameter import Parameter
+from ros_helpers import in_process_ik_node, unique_domain_id, wait_until
+from sensor_msgs.msg import JointState
+
+ROBOTS = {
+    'tiago_dual': {'base_link': 'base_footprint', 'left.tip_link': 'hand_left_tool_link',
+                   'right.tip_link': 'hand_right_tool_link'},
+    'g1_29dof_rev_1_0': {'base_link': 'pelvis', 'left.tip_link': 'left_rubber_hand',
+                         'right.tip_link': 'right_rubber_hand'},
+}
+ARRIVED_M, ARRIVED_RAD = 1e-4, 1e-3
+
+
+def params_of(name, **more):
+    """Return the node's parameters for both hands of robot ``name``."""
+    return dict(ROBOTS[name], urdf_path=str(URDF_CORPUS / 'external' / f'{name}.urdf'),
+                end_effectors=['left', 'right'], target_marker=False, **more)
+
+
+def angle(a, b):
+    r = a[:3, :3].T @ b[:3, :3]
+    return float(np.arccos(np.clip(0.5 * (np.trace(r) - 1.0), -1.0, 1.0)))
+
+
+class Client:
+    """The client's view of a group node: joint states, diagnostics, targets per hand."""
+
+    def __init__(self, client, spin_once):
+        """Subscribe and make the hands' publishers on ``client``."""
+        self.spin_once = spin_once
+        self.states, self.diagnostics = [], []
+        client.create_subscription(JointState, 'joint_states', self.states.append, 100)
+        client.create_subscription(DiagnosticArray, '/diagnostics', self.diagnostics.append, 10)
+        self.poses = {n: client.create_publisher(PoseStamped, f'/ik_node/{n}/target_pose', 10)
+                      for n in ('left', 'right')}
+        self.points = {n: client.create_publisher(PointStamped, f'/ik_node/{n}/target_point',
+                                                  10) for n in ('left', 'right')}
+        assert wait_until(lambda: self.states and all(
+            p.get_subscription_count() > 0 for p in list(self.poses.values()) +
+            list(self.points.values())), 20.0, spin_once)
+
+    def send(self, name, pose, frame):
+        """Publish a target pose (4, 4) in ``frame`` for hand ``name``."""
+        msg = PoseStamped()
+        msg.header.frame_id = frame
+        msg.pose = matrix_to_pose(pose)
+        self.poses[name].publish(msg)
+
+    def joints(self):
+        """Return {joint: position} of the newest joint state."""
+        last = self.states[-1]
+        return dict(zip(last.name, last.position))
+
+    def verdicts(self):
+        """Return {hand: arrival} of the newest diagnostics (one status per end effector)."""
+        if not self.diagnostics:
+            return {}
+        return {s.message.split(':')[0]: s.message.split(': ')[1]
+                for s in self.diagnostics[-1].status}
+
+
+def test_a_humanoid_reaches_with_both_hands_and_each_says_arrived():
+    name = 'g1_29dof_rev_1_0'
+    params = params_of(name, joint_weights=['waist_yaw_joint:0.2', 'waist_roll_joint:0.2',
+                                            'waist_pitch_joint:0.2'])
+    raw = RawModel((URDF_CORPUS / 'external' / f'{name}.urdf').read_text())
+    with in_process_ik_node(params) as (node, client, spin_once):
+        view = Client(client, spin_once)
+        union = node.session.chain
+        rng = np.random.default_rng(7)
+        q = np.clip(node.session.q + rng.uniform(-0.3, 0.3, union.n), union.lower, union.upper)
+        values = dict(zip(union.names, q))
+        targets = {n: raw.pose(params['base_link'], params[f'{n}.tip_link'], values)
+                   for n in ('left', 'right')}
+        for n, target in targets.items():
+            view.send(n, target, params['base_link'])
+
+        def arrived():
+            joints = view.joints()
+            for n, target in targets.items():
+                tip = raw.pose(params['base_link'], params[f'{n}.tip_link'], joints)
+                if np.linalg.norm(tip[:3, 3] - target[:3, 3]) > ARRIVED_M or \
+                        angle(tip, target) > ARRIVED_RAD:
+                    return False
+            return True
+        assert wait_until(arrived, 30.0, spin_once), view.verdicts()
+        assert wait_until(lambda: view.verdicts() == {'left': 'arrived', 'right': 'arrived'},
+                          5.0, spin_once), view.verdicts()
+        values = {kv.key: kv.value for kv in view.diagnostics[-1].status[0].values}
+        assert values['shared_joints'] == 'waist_yaw_joint, waist_roll_joint, waist_pitch_joint'
+        assert float(values['position_error_m']) < ARRIVED_M
+
+
+def test_hands_asked_to_be_far_apart_rest_and_say_how_far_and_a_bad_target_is_counted():
+    name = 'tiago_dual'
+    params = params_of(name)
+    with in_process_ik_node(params) as (node, client, spin_once):
+        view = Client(client, spin_once)
+        left, right = node.session.tracker.solver.forward(node.session.q)
+        left, right = left.copy(), right.copy()
+        left[1, 3] += 1.5
+        right[1, 3] -= 1.5
+        view.send('left', left, 'base_footprint')
+        view.send('right', right, '')   # '' is the base frame
+        assert wait_until(lambda: view.verdicts() == {'left': 'unreachable',
+                                                      'right': 'unreachable'}, 30.0, spin_once)
+        errors = [float({kv.key: kv.value for kv in s.values}['position_error_m'])
+                  for s in view.diagnostics[-1].status]
+        assert min(errors) > 0.3
+        # At rest: nothing moves afterwards.
+        rest = dict(view.joints())
+        count = len(view.states)
+        assert wait_until(lambda: len(view.states) > count + 50, 5.0, spin_once)
+        assert view.joints() == rest
+        # A target in a frame the model does not have, and a point for a pose task: refused.
+        before = dict(node.rejected)
+        view.send('left', left, 'no_such_link')
+        point = PointStamped()
+        point.header.frame_id = 'base_footprint'
+        view.points['right'].publish(point)
+        assert wait_until(lambda: node.rejected['wrong_frame'] > before.get('wrong_frame', 0)
+                          and node.rejected['point_for_task'] >
+                          before.get('point_for_task', 0), 5.0, spin_once), node.rejected
+        assert node.callback_errors == 0
+        # Another solver is refused with the reason (the stacked one is the only one).
+        result = node.set_parameters([Parameter('solver', value='analytic')])[0]
+        assert not result.successful and 'stacked Jacobian only' in result.reason
+
+
+@pytest.mark.parametrize('more, message', [
+    ({'end_effectors': ['left', 'left']}, 'end_effectors: a name given twice'),
+    ({'end_effectors': ['left', 'right arm']}, "end_effectors: 'right arm' is not a name"),
+    ({'right.tip_link': 'hand_left_tool_link'}, 'two end effectors on the same tip link'),
+    ({'right.tip_link': 'base_footprint'}, 'end effector right:'),
+    ({'right.tip_link': "''"}, 'end effector right: set right.tip_link'),
+    ({'joint_weights': ['torso_lift_joint:-1']}, "joint_weights: expected 'joint:weight'"),
+    ({'joint_weights': ['torso_lift_joint:nan']}, "joint_weights: expected 'joint:weight'"),
+    ({'joint_weights': ['no_joint:0.5']}, 'joint_weights: not joints of the end effectors'),
+    ({'locked_joints': ['no_joint']}, 'locked: not joints of the end effectors'),
+    ({'left.task': 'gaze'}, 'task: expected one of pose, position, orientation, axis, look_at'),
+    ({'command_output': 'position_array', 'feedback_topic': '/joint_states'},
+     'position_array: not built for several end effectors'),
+])
+def test_a_bad_group_configuration_stops_the_node_at_start_up_with_one_line(
+        more, message, capfd):
+    params = dict(params_of('tiago_dual'), **more)
+    text = {k: (('[' + ', '.join(f'"{v}"' for v in value) + ']') if isinstance(value, list)
+                else value) for k, value in params.items()}
+    code, err = start_in_process(text, capfd, unique_domain_id())
+    lines = [line for line in err.splitlines() if 'cannot start' in line]
+    assert code == 1 and len(lines) == 1 and message in lines[0], err
+    assert 'Traceback' not in err
