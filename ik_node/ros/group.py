@@ -11,9 +11,10 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
 * parameters ``<name>.tip_link``, ``<name>.base_link`` (default
   ``base_link``; every chain from the same one), ``<name>.task``,
   ``<name>.tool_axis``, ``<name>.command_topic``;
-* topics ``~/<name>/target_pose`` (PoseStamped) and ``~/<name>/target_point``
+* topics ``~/<name>/target_pose`` (PoseStamped), ``~/<name>/target_point``
   (PointStamped, for position and look_at), in any link frame the driven
-  joints place;
+  joints place, and ``~/<name>/target_twist`` (TwistStamped: teleoperation
+  of that end effector, a body twist in its tip frame);
 * with ``command_output: joint_trajectory``, its own JointTrajectory on
   ``<name>.command_topic`` (default ``/<name>_controller/joint_trajectory``)
   with its chain's joints, a joint shared with an earlier end effector left
@@ -25,7 +26,7 @@ With ``collision_checking`` the collision model holds every driven link
 (both arms, the torso: the arms are kept apart as a chain's links are) and
 the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
 disabled. Not with several end effectors (said at start-up, or refused with
-one line): twists and elbow poles (no topics), the RViz handles,
+one line): elbow poles (no topic), the RViz handles,
 position_array, a model from the robot_description topic, another solver.
 """
 
@@ -33,7 +34,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from ik_node.core.errors import IKError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
 from ik_node.core.model.frames import UnionFrames
@@ -41,8 +42,8 @@ from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.group import GroupTracker
 from ik_node.core.motion.session import MotionSession
 from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
-from ik_node.ros.conversions import check_point, check_target, frames_at, pose_matrix, \
-    RejectedMessage
+from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
+    pose_matrix, RejectedMessage
 from ik_node.ros.model_loading import STARTUP_COMPILE_WAIT_S
 from ik_node.ros.outputs import JointStatesEncoder, JointTrajectoryEncoder
 from ik_node.ros.parameters import initial_positions, StartupError, task_for
@@ -174,8 +175,8 @@ class GroupFront:
         if not node.collision.checking:
             node.get_logger().warning('several end effectors: collision is not checked (the '
                                       'arms are not kept apart)')
-        node.get_logger().info('several end effectors: twists, elbow poles and the RViz handles '
-                               'are not served')
+        node.get_logger().info('several end effectors: elbow poles and the RViz handles are '
+                               'not served')
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -288,6 +289,12 @@ class GroupFront:
                               f'~/{name}/target_point',
                               node._guarded(self._point_callback(name)),
                               node.params.target_qos())
+            # Twists: the newest matters (keep-last 1), as the one-arm node's.
+            twist_qos = node.params.target_qos()
+            twist_qos.depth = 1
+            node._named_topic('end_effectors', node.create_subscription, TwistStamped,
+                              f'~/{name}/target_twist',
+                              node._guarded(self._twist_callback(name)), twist_qos)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -300,6 +307,29 @@ class GroupFront:
         def on_target_point(msg: PointStamped):
             self._take(name, msg, True)
         return on_target_point
+
+    def _twist_callback(self, name: str):
+        def on_target_twist(msg: TwistStamped):
+            self._take_twist(name, msg)
+        return on_target_twist
+
+    def _take_twist(self, name: str, msg: TwistStamped) -> None:
+        """Validate a twist of end effector ``name`` (its tip frame: a body twist); hand it on."""
+        node = self._node
+        effector = self.effectors[self.names.index(name)]
+        try:
+            if not effector.task.smooth:
+                raise RejectedMessage('twist_for_task', f'~/{name}/target_twist: a twist moves '
+                                      'the tip, and the look_at task aims the tool at a point')
+            linear, angular, body = check_twist(msg, frames_at(self.frames, node.session.q),
+                                                effector.chain.tip_link)
+        except RejectedMessage as exc:
+            node.rejected[exc.reason] += 1
+            node.get_logger().warning(f'{name}: twist rejected: {exc}',
+                                      throttle_duration_sec=1.0)
+            return
+        node.twists_received += 1
+        node.session.twist_of(name, node.now_s(), linear, angular, body)
 
     def _take(self, name: str, msg, point: bool) -> None:
         """Validate a target of end effector ``name`` and hand it to the session."""

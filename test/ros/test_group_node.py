@@ -3,14 +3,16 @@
 """The node with several end effectors over DDS (issue 52): topics, verdicts, refusals.
 
 Descriptions written by others, unmodified (test/urdf_corpus/external):
-TIAGo dual (two arms on a prismatic torso) and the Unitree G1 humanoid (two
-arms on a waist of three joints). Where the hands end is judged from the
+PR2 and TIAGo dual (two arms on a prismatic torso) and the Unitree G1
+humanoid (two arms on a waist of three joints). Where the hands end is judged from the
 joint_states that reach the client, by the raw description's forward
 kinematics (oracle.RawModel).
 """
 
+import time
+
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from ik_node.ros.conversions import matrix_to_pose
 from models import URDF_CORPUS
 from node_process import start_in_process
@@ -22,6 +24,8 @@ from ros_helpers import in_process_ik_node, unique_domain_id, wait_until
 from sensor_msgs.msg import JointState
 
 ROBOTS = {
+    'pr2': {'base_link': 'base_footprint', 'left.tip_link': 'l_gripper_tool_frame',
+            'right.tip_link': 'r_gripper_tool_frame'},
     'tiago_dual': {'base_link': 'base_footprint', 'left.tip_link': 'hand_left_tool_link',
                    'right.tip_link': 'hand_right_tool_link'},
     'g1_29dof_rev_1_0': {'base_link': 'pelvis', 'left.tip_link': 'left_rubber_hand',
@@ -169,3 +173,45 @@ def test_a_bad_group_configuration_stops_the_node_at_start_up_with_one_line(
     lines = [line for line in err.splitlines() if 'cannot start' in line]
     assert code == 1 and len(lines) == 1 and message in lines[0], err
     assert 'Traceback' not in err
+
+
+def test_a_twist_on_one_hands_topic_moves_that_hand_and_the_other_holds():
+    """The PR2's left hand teleoperated over DDS (50 Hz twists along y, base frame) for 0.6 s."""
+    name = 'pr2'
+    raw = RawModel((URDF_CORPUS / 'external' / f'{name}.urdf').read_text())
+    start = [0.2, 0.6, 0.2, 0.5, -0.9, -1.2, -0.8, 0.3, -0.5, 0.3, -0.4, -1.0, 0.8, -0.7, -0.2]
+    params = params_of(name, initial_positions=start)
+    with in_process_ik_node(params) as (node, client, spin_once):
+        view = Client(client, spin_once)
+        twist_pub = client.create_publisher(TwistStamped, '/ik_node/left/target_twist', 1)
+        assert wait_until(lambda: twist_pub.get_subscription_count() > 0, 10.0, spin_once)
+        base = params['base_link']
+        before = view.joints()
+        left0 = raw.pose(base, params['left.tip_link'], before)
+        right0 = raw.pose(base, params['right.tip_link'], before)
+        twist = TwistStamped()
+        twist.header.frame_id = base
+        twist.twist.linear.y = 0.1
+        until = time.monotonic() + 0.6
+        while time.monotonic() < until:
+            twist_pub.publish(twist)
+            sent = time.monotonic()
+            while time.monotonic() < sent + 0.02:
+                spin_once(0.005)
+        # Let go: the dead-man brings it to rest.
+        count = len(view.states)
+        assert wait_until(lambda: len(view.states) > count + 60 and
+                          view.states[-1].velocity == view.states[-2].velocity and
+                          not any(view.states[-1].velocity), 10.0, spin_once)
+        after = view.joints()
+        left1 = raw.pose(base, params['left.tip_link'], after)
+        right1 = raw.pose(base, params['right.tip_link'], after)
+        moved = left1[:3, 3] - left0[:3, 3]
+        assert moved[1] > 0.04 and abs(moved[0]) < 5e-3 and abs(moved[2]) < 5e-3, moved
+        assert np.linalg.norm(right1[:3, 3] - right0[:3, 3]) < 1e-3
+        assert node.twists_received >= 20
+        # A twist in a frame the model does not have is refused and counted.
+        twist.header.frame_id = 'no_such_link'
+        rejected = node.rejected['wrong_frame']
+        assert wait_until(lambda: (twist_pub.publish(twist),
+                                   node.rejected['wrong_frame'] > rejected)[1], 5.0, spin_once)

@@ -17,7 +17,10 @@ command the limiting step gives:
 * per end effector tasks (a pose for one hand, a position for the other);
 * reset, a measured state far from the plan, a clock that goes back: the
   limits hold and the hands still arrive;
-* bad input (an unknown end effector, twists, poles) is refused with the reason.
+* a twist moves its hand at the twist (within the tip speed limits) while
+  the other hand holds its pose, and the dead-man stops it;
+* bad input (an unknown end effector, a twist to a look-at, poles) is
+  refused with the reason.
 """
 
 from hypothesis import given, HealthCheck, settings
@@ -274,8 +277,11 @@ def test_bad_input_is_refused_with_the_reason():
     pose = np.eye(4)
     with pytest.raises(InvalidInputError, match="end effector 'middle'"):
         session.target_of('middle', 0.0, pose)
-    with pytest.raises(InvalidInputError, match='twists are not taken'):
-        session.twist(0.0, [0.1, 0, 0], [0, 0, 0])
+    with pytest.raises(InvalidInputError, match="end effector 'middle'"):
+        session.twist_of('middle', 0.0, [0.1, 0, 0], [0, 0, 0])
+    looking, _ = session_of('pr2', tasks=(Task('pose'), Task('look_at')))
+    with pytest.raises(InvalidInputError, match='right/target_twist: a twist moves the tip'):
+        looking.twist_of('right', 0.0, [0.1, 0, 0], [0, 0, 0])
     with pytest.raises(InvalidInputError, match='pole_target'):
         session.pole(np.zeros(3))
     with pytest.raises(InvalidInputError, match='outside the joint limits'):
@@ -283,3 +289,46 @@ def test_bad_input_is_refused_with_the_reason():
         GroupTracker(solver, TrackerConfig(), np.where(np.isfinite(solver.union.upper),
                                                        solver.union.upper + 1.0, 0.0), 0.0)
     assert not session.has_target
+
+
+def test_a_twist_moves_one_hand_while_the_other_holds_and_the_dead_man_stops_it():
+    """The PR2's left hand teleoperated at 0.1 m/s along y (base frame) for 1 s, then let go.
+
+    From joints away from the limits and singular wrists (mid-limits is a
+    wrist singularity of these arms).
+    """
+    name = 'pr2'
+    q0, _ = reachable_pair(name, np.random.default_rng(3))
+    session, record = session_of(name, q0=q0)
+    union = session.chain
+    config = session.tracker.config
+    left0, right0 = oracle_tips(name, union, session.q)
+    now, speed = 0.0, 0.1
+    # A teleoperation device sends at 50 Hz; the node ticks at 100 Hz.
+    tips = []
+    for k in range(100):
+        if k % 2 == 0:
+            session.twist_of('left', now, [0.0, speed, 0.0], [0.0, 0.0, 0.0])
+        now += PERIOD
+        session.tick(now)
+        q, _, _ = session.plan.sample(now)
+        tips.append(oracle_tips(name, union, q))
+    # Nothing more is sent: after twist_timeout the hand brakes to rest.
+    for _ in range(300):
+        now += PERIOD
+        session.tick(now)
+    left1, right1 = oracle_tips(name, union, session.q)
+    moved = left1[:3, 3] - left0[:3, 3]
+    assert 0.09 < moved[1] < speed * (1.0 + config.twist_timeout) + 0.01, moved
+    off_axis = max(max(abs(t[0][0, 3] - left0[0, 3]), abs(t[0][2, 3] - left0[2, 3]))
+                   for t in tips)
+    assert off_axis < 5e-3, off_axis
+    assert angle(left1, left0) < 1e-2
+    # The other hand held its pose all along.
+    worst = max(np.linalg.norm(r[:3, 3] - right0[:3, 3]) for _, r in tips)
+    assert worst < 1e-3, worst
+    # The tip never faster than the limit (the committed plan, sampled each tick).
+    steps = [np.linalg.norm(b[0][:3, 3] - a[0][:3, 3]) / PERIOD for a, b in zip(tips, tips[1:])]
+    assert max(steps) <= config.max_linear_speed * 1.001, max(steps)
+    assert np.all(session.tracker.v == 0.0)
+    assert record.worst <= SLACK

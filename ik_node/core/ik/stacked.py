@@ -355,7 +355,7 @@ class StackedIK:
         self._descend(split, q, q, self.union.lower, self.union.upper)
 
     def follow(self, targets: Sequence, q: FloatArray, iterations: int,
-               locked_at: Optional[FloatArray] = None) -> FloatArray:
+               locked_at: Optional[FloatArray] = None, timed: bool = False) -> FloatArray:
         """Return (N,) the joints a few LM iterations from q take toward every target.
 
         A motion step's goal (the tracker's, each tick): one bounded descent
@@ -369,6 +369,11 @@ class StackedIK:
             q: (N,) joints now, union order, within the limits.
             iterations: the most LM iterations, >= 1.
             locked_at: (N,) where locked joints stay (default q).
+            timed: each joint's move also costs its time at its speed limit
+                (``timing_scale``): a slow joint (a torso lift at 0.07 m/s beside
+                arm joints at 2 rad/s) moves only where the fast ones cannot
+                serve, so the limiting step, which caps each joint's speed on
+                its own, does not bend the tips' way off the goal's.
 
         """
         self.warm_up()
@@ -376,8 +381,26 @@ class StackedIK:
         at = q if locked_at is None else locked_at
         lower = np.where(self.locked, at, self.union.lower)
         upper = np.where(self.locked, at, self.union.upper)
-        out = self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations)[0]
-        return out
+        scale = self._timed_scale if timed else None
+        return self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations,
+                             scale)[0]
+
+    @property
+    def _timed_scale(self) -> FloatArray:
+        """Return (N,) the joints' scale with their speed limits in (follow's ``timed``).
+
+        ``sqrt(w_j) * min(1, v_j / v_median)``: the weights' scale, and a joint
+        slower than the median speed limit as much dearer as it is slower
+        (its time at its limit); unbounded speeds count as the median.
+        """
+        scale = self.__dict__.get('_timed')
+        if scale is None:
+            speeds = self.union.velocity
+            finite = speeds[np.isfinite(speeds) & (speeds > 0.0)]
+            ref = float(np.median(finite)) if len(finite) else 1.0
+            ratio = np.where(np.isfinite(speeds) & (speeds > 0.0), speeds / ref, 1.0)
+            scale = self.__dict__['_timed'] = self._scale * np.minimum(1.0, ratio)
+        return scale
 
     def errors(self, targets: Sequence, q: FloatArray) -> List[Tuple[float, float]]:
         """Return per end effector (position m, orientation rad) of its task at q (N,)."""
@@ -441,15 +464,17 @@ class StackedIK:
         return np.vstack(blocks), np.concatenate(errors)
 
     def _descend(self, split, q0: FloatArray, q_ref: FloatArray, lower: FloatArray,
-                 upper: FloatArray, iterations: Optional[int] = None):
+                 upper: FloatArray, iterations: Optional[int] = None,
+                 scale: Optional[FloatArray] = None):
         """Run one LM attempt from q0; return (q, all met, cost, iterations, residuals).
 
         As kernels.lm.descend, on the stacked rows, in the weights' scaled joints;
-        at most ``iterations`` (default max_iterations).
+        at most ``iterations`` (default max_iterations); ``scale`` (N,): the
+        joints' scale (default the weights').
         """
         cap = self.max_iterations if iterations is None else iterations
         lm = self._kernels.lm
-        s = self._scale
+        s = self._scale if scale is None else scale
         q = np.clip(q0, lower, upper)
         residuals, rots, poss, value = self._evaluate(split, q)
         damping = DAMPING_START

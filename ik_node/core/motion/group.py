@@ -23,12 +23,16 @@ with braking, never NaN. It plugs into the same
 jerk stage, feedback, re-syncs, clock rules and braking work on the union as
 on one chain).
 
-With a collision guard (a model of every driven link: the arms, the torso,
-each other) each step keeps the margin as one arm's does, the goal slid in
-joint space. Not here (yet): twists and poles, the free solutions, searches
-and paths of one arm's recovery. A goal at a local minimum of
-the summed error (targets that cannot all be met) is the current joints: the
-arm rests there, and each end effector's verdict says how far it is.
+A held twist moves its end effector's target instead (teleoperation, as one
+arm's: scaled to the tip speed limits, a dead-man after ``twist_timeout``,
+the target leading the tip by at most half a second of the twist; the tip
+speeds of every teleoperated end effector kept). With a collision guard (a
+model of every driven link: the arms, the torso, each other) each step keeps
+the margin as one arm's does, the goal slid in joint space. Not here (yet):
+elbow poles, the free solutions, searches and paths of one arm's recovery.
+A goal at a local minimum of the summed error (targets that cannot all be
+met) is the current joints: the arm rests there, and each end effector's
+verdict says how far it is.
 
 Times are the caller's clock, s; joints (N,) in union order, rad or m.
 """
@@ -49,6 +53,7 @@ from ik_node.core.motion.feedforward import GoalVelocity
 from ik_node.core.motion.limiting import HoldReport, LimitingStep
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
+from ik_node.core.motion.teleop import TwistInput
 from ik_node.core.motion.trajectory import CartesianTrajectory
 from ik_node.core.motion.worker import ImmediateWorker
 from ik_node.core.motion.workspace import WorkspaceSphere
@@ -139,6 +144,7 @@ class _Lane:
         self.target = tip
         self.asked = tip   # the target as asked (``target``: pulled into the reach)
         self.has_target = False
+        self.twists = TwistInput()   # a held twist moves ``target`` (teleoperation)
         self.trajectory = CartesianTrajectory(
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time,
             max_linear_speed=config.max_linear_speed,
@@ -163,8 +169,15 @@ class _Lane:
         self.trajectory.add_key(time, self.target[:3, 3],
                                 matrix_to_quaternion(self.target[:3, :3]))
 
+    @property
+    def teleoperated(self) -> bool:
+        """Return True while a twist is held for this end effector."""
+        return self.twists.twist is not None
+
     def sample(self, time: float, smooth: bool) -> Tuple[FloatArray, bool]:
         """Return (the pose (4, 4) to head for at ``time``, True when it is the final one)."""
+        if self.teleoperated:
+            return self.target, False
         if not (smooth and self.effector.task.smooth):
             return self.target, True
         s = self.trajectory.sample(time)
@@ -330,6 +343,9 @@ class GroupTracker:
 
         """
         lane = self.lanes[0 if effector is None else self.lane_index(effector)]
+        if lane.teleoperated:   # a pose ends its teleoperation, from where its tip is
+            lane.twists.twist = None
+            lane.restart(self.q, time)
         task = lane.effector.task
         target = task.complete(np.array(target, dtype=np.float64), lane.tip(self.q))
         lane.asked = target.copy()
@@ -350,10 +366,40 @@ class GroupTracker:
         if pole is not None:
             raise InvalidInputError('pole_target: not used with several end effectors')
 
-    def set_twist(self, time: float, linear, angular, body: bool = False) -> None:
-        """Refuse a twist (InvalidInputError): not built for several end effectors."""
-        raise InvalidInputError('target_twist: twists are not taken with several end '
-                                'effectors; send target poses')
+    def set_twist(self, time: float, linear, angular, body: bool = False,
+                  effector: Optional[str] = None) -> None:
+        """Teleoperate end effector ``effector`` (default the first) with a twist.
+
+        As MotionTracker.set_twist, per end effector: (3,) m/s of its tip
+        origin and (3,) rad/s, in the base frame (``body``: its tip frame),
+        scaled down as a whole to the tip speed limits, held until the next
+        one or ``twist_timeout`` (then, or for a zero twist, released: that
+        end effector heads for where braking stops it). The others keep
+        their targets.
+
+        Raises:
+            InvalidInputError: an unknown end effector, or its task is a look-at.
+
+        """
+        lane = self.lanes[0 if effector is None else self.lane_index(effector)]
+        if not lane.effector.task.smooth:
+            raise InvalidInputError(f'{lane.name}/target_twist: a twist moves the tip, and the '
+                                    'look_at task aims the tool at a point: send target points')
+        lin, ang = lane.twists.within_tip_limits(
+            np.array(linear, dtype=np.float64), np.array(angular, dtype=np.float64),
+            self.config.max_linear_speed, self.config.max_angular_speed)
+        if self.mode == Mode.RESET:
+            self.mode = self._pose_mode()
+            self._restart_all(time)
+        self._forget_held()
+        lane.has_target = self._has_target = True
+        if not lane.teleoperated:
+            lane.target = lane.asked = lane.tip(self.q)
+            lane.twists.restart_clock(float(time))
+        else:
+            self._move_twist_target(lane, float(time))
+        if not lane.twists.hold(float(time), lin, ang, body):
+            self._release(lane, float(time))
 
     def set_solver(self, solver) -> None:
         """Refuse another solver (InvalidInputError): the stacked solve is the only one."""
@@ -380,12 +426,16 @@ class GroupTracker:
                 lane.target = lane.asked = lane.tip(q)
         if self.mode == Mode.TRAJECTORY:
             self._restart_all(time)
+        for lane in self.lanes:
+            if lane.teleoperated:
+                self._release(lane, float(time))
 
     def reset(self, time: float) -> None:
         """Go back to the initial joint positions, in joint space, within the limits."""
         self.mode = Mode.RESET
         self._has_target = True
         for lane in self.lanes:
+            lane.twists.twist = None
             lane.target = lane.asked = lane.tip(self.q0)
             lane.has_target = True
 
@@ -408,6 +458,25 @@ class GroupTracker:
 
     def _pose_mode(self) -> Mode:
         return Mode.for_poses(self.config.smoothing)
+
+    def _move_twist_target(self, lane: _Lane, time: float) -> None:
+        """Integrate a lane's held twist into its target up to ``time`` (expired: released)."""
+        lane.target, expired = lane.twists.advance(lane.target, time, self.config.twist_timeout,
+                                                   lane.workspace)
+        lane.asked = lane.target
+        if expired:
+            self._release(lane, time)
+
+    def _release(self, lane: _Lane, time: float) -> None:
+        """Stop a lane's teleoperation: head for where braking at the limits stops its tip."""
+        lane.twists.twist = None
+        stop = self.stepper.stopping_point(self.q, self.v)
+        lane.target = lane.asked = lane.tip(stop)
+        self._forget_held()
+        tip = lane.tip(self.q)
+        lane.trajectory.reset(tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time)
+        lane.trajectory.add_key(time, lane.target[:3, 3],
+                                matrix_to_quaternion(lane.target[:3, :3]))
 
     def _forget_held(self) -> None:
         """Let the local steps lead again (new targets, a new state): a full solve may be asked."""
@@ -439,6 +508,10 @@ class GroupTracker:
         self.time = float(time)
         self.stop_first = True
         self.feed.forget()
+        for lane in self.lanes:   # a twist's dead-man ran on the old clock
+            lane.twists.restart_clock(float(time))
+            if lane.teleoperated:
+                self._release(lane, float(time))
 
     def set_backend(self, backend: str) -> None:
         """Take the limiting step on ``backend`` ('auto', 'numpy', 'numba')."""
@@ -465,15 +538,26 @@ class GroupTracker:
             return self.command_now()
         if self.braking:
             return self._brake_to_rest(float(time))
+        teleoperated = [lane for lane in self.lanes if lane.teleoperated]
+        for lane in teleoperated:
+            self._move_twist_target(lane, float(time))
+        teleoperated = [lane for lane in teleoperated if lane.teleoperated]
         started = _clock()
         goal, source = self._goal(float(time), self.q if reference is None else reference)
         if np.all(np.abs(goal - self.q) <= ARRIVED):
             goal = self.q
         stepping = _clock()
         self.costs.add('goal', stepping - started)
-        self.q, self.v = self.stepper.step(self.q, self.v, goal,
-                                           self.feed.of(goal, float(time), source), dt)
+        tips = None if not teleoperated else \
+            (lambda x: [lane.tip(x) for lane in teleoperated])
+        self.q, self.v = self.stepper.step_within_tip_speeds(
+            self.q, self.v, goal, self.feed.of(goal, float(time), source), dt,
+            None if tips is None else (self.config.max_linear_speed,
+                                       self.config.max_angular_speed), tips=tips)
         self.costs.add('limits', _clock() - stepping)
+        for lane in teleoperated:   # the target leads the tip by at most the twist's lead
+            lane.twists.bound(lane.target, lane.tip(self.q))
+            lane.asked = lane.target
         self.time = float(time)
         if self.mode == Mode.RESET and np.all(np.abs(self.q - goal) <= ARRIVED) and \
                 self.at_rest():
@@ -495,7 +579,7 @@ class GroupTracker:
             return self._held, None
         start = np.clip(np.asarray(reference, dtype=np.float64), self.chain.lower,
                         self.chain.upper)
-        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS)
+        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True)
         if final:
             return self._unstalled(poses, start, goal), None
         return goal, (self.mode,)

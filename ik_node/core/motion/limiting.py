@@ -205,7 +205,9 @@ class LimitingStep:
     def step_within_tip_speeds(self, q: FloatArray, v: FloatArray, goal: FloatArray,
                                goal_v: FloatArray, dt: float,
                                tip_limits: Optional[Tuple[float, float]],
-                               in_task: bool = False) -> Tuple[FloatArray, FloatArray]:
+                               in_task: bool = False, tips=None,
+                               speeds: Optional[FloatArray] = None
+                               ) -> Tuple[FloatArray, FloatArray]:
         """Return :meth:`step`; with ``tip_limits`` (m/s, rad/s), keep the tip within them.
 
         Teleoperating, a twist's target leads the arm (TWIST_LEAD_S), and an
@@ -215,21 +217,29 @@ class LimitingStep:
         of the faster of the two), each joint's speed limit becomes its speed
         in that step / r and the step is taken again: the acceleration limits
         still hold (a joint above its new limit brakes at its limit).
+
+        ``tips``: joints (n,) -> the poses (4, 4) whose speeds count (several end
+        effectors: the teleoperated ones); default the chain's tip. ``speeds``:
+        (n,) the joints' speed limits to start from (default the chain's).
         """
-        q1, v1 = self.step(q, v, goal, goal_v, dt, in_task=in_task)
+        q1, v1 = self.step(q, v, goal, goal_v, dt, speeds, in_task=in_task)
         if tip_limits is None:
             return q1, v1
-        chain = self.chain
-        assert isinstance(chain, Chain), 'tip speeds: a chain to one tip'
-        start = chain.forward(q)
+        if tips is None:
+            chain = self.chain
+            assert isinstance(chain, Chain), 'tip speeds: a chain to one tip, or tips'
+            tips = lambda x: [chain.forward(x)]   # noqa: E731
+        start = tips(q)
         for _ in range(TIP_SPEED_PASSES):
-            linear, angular = pose_error(start, chain.forward(q1))
-            ratio = max(linear / dt / tip_limits[0],
-                        angular / dt / tip_limits[1]) / TIP_SPEED_SHARE
+            ratio = 0.0
+            for before, after in zip(start, tips(q1)):
+                linear, angular = pose_error(before, after)
+                ratio = max(ratio, linear / dt / tip_limits[0], angular / dt / tip_limits[1])
+            ratio /= TIP_SPEED_SHARE
             if ratio <= 1.0:
                 break
             speeds = np.minimum(np.maximum(np.abs(v1) / ratio, TIP_SPEED_FLOOR),
-                                self.chain.velocity)
+                                self.chain.velocity if speeds is None else speeds)
             q1, v1 = self.step(q, v, goal, goal_v, dt, speeds, in_task)
         return q1, v1
 

@@ -180,6 +180,11 @@ class MotionSession:
         group = cast('GroupTracker', self.tracker)
         return group.add_target(self._plan_time(now), pose, effector)
 
+    def twist_of(self, effector: str, now: float, linear, angular, body: bool = False) -> None:
+        """Move end effector ``effector``'s tip at a twist (a GroupTracker's; see twist)."""
+        group = cast('GroupTracker', self.tracker)
+        group.set_twist(self._plan_time(now), linear, angular, body, effector)
+
     def pole(self, pole: Optional[FloatArray]) -> None:
         """Aim the elbow at the base-frame point ``pole`` (3,), m; None: no pole."""
         self.tracker.set_pole(pole)
