@@ -8,8 +8,11 @@ filename scale>``), with its ``<origin>``. Mesh URIs: ``package://pkg/path``
 (the package's share directory from the ament index, as ROS resolves it),
 ``file:///abs/path`` and plain paths (relative to the description file's
 folder when it has one). Links moved by joints the chain does not drive
-(the fingers of a gripper, another arm) are not checked: their pose is not
-the node's to know; :func:`collision_model` reports them.
+(the fingers of a gripper, another arm, a head) hang on the frame of their
+last driven joint, where those joints put them: at their zero until the
+robot's joint states say (ik_node.core.collision.undriven); a link whose
+path cannot be built (a mimic of a joint not on it) is not checked, and
+:func:`collision_model` reports it.
 
 SRDF: the ``<disable_collisions link1 link2>`` pairs (MoveIt's setup
 assistant writes them); nothing else of it is read.
@@ -38,11 +41,13 @@ from ik_node.core.collision.model import Body, CollisionModel
 from ik_node.core.collision.pairs import (always_in_contact, attachment, check_disabled,
                                           never_checked)
 from ik_node.core.collision.shapes import checked_shape, CollisionError, load_mesh, Shape
+from ik_node.core.collision.undriven import UndrivenLinks
 from ik_node.core.model.chain import Chain
 from ik_node.core.model.frames import FrameError, LinkFrames
 from ik_node.core.model.tree import frame_tree_of
 from ik_node.core.rotations import quaternion_to_matrix, ypr_to_matrix
-from ik_node.description.urdf import bundled_file, checked_xml_text, link_frames, UrdfError
+from ik_node.description.urdf import bundled_file, chains_to_links, checked_xml_text, \
+    link_frames, UrdfError
 import numpy as np
 
 MeshResolver = Callable[[str], str]
@@ -215,7 +220,8 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
                     resolve: Optional[MeshResolver] = None,
                     disabled: Sequence[Tuple[str, str]] = (),
                     sample_contacts: bool = True,
-                    home=None, backend: str = 'auto') -> Tuple[CollisionModel, List[Note]]:
+                    home=None, backend: str = 'auto',
+                    place_undriven: bool = True) -> Tuple[CollisionModel, List[Note]]:
     """Build the collision model of ``chain`` from its URDF text.
 
     Args:
@@ -230,6 +236,9 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
             contact there are not checked either (MoveIt's "default" pairs:
             shapes that overlap at home overlap by design).
         backend: the model's kernels ('auto', 'numpy', 'numba'): CollisionModel.
+        place_undriven: also the links joints the chain does not drive move
+            (another arm, a head, fingers), at those joints' zero: the model's
+            ``undriven`` (UndrivenLinks) places them anew (move_bodies).
 
     Returns:
         (model, notes): notes are lines for the start-up log (links not
@@ -244,6 +253,7 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
     frames = frames if frames is not None else link_frames(xml, chain)
     resolve = resolve or resolve_mesh_uri
     bodies, skipped = [], []
+    skipped_shapes: Dict[str, tuple] = {}
     unreadable: Dict[str, List[str]] = {}   # the reason (one per file) -> links
     for link in root.findall('link'):
         name = link.get('name', '')
@@ -265,15 +275,24 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
             frames.pose(name, chain.mid_limits())
         except FrameError:
             skipped.append(name)
+            skipped_shapes[name] = tuple(shapes)
             continue
         attached = attachment(frame_tree_of(chain), frames.pose, name)
         if attached is None:
             skipped.append(name)
+            skipped_shapes[name] = tuple(shapes)
             continue
         bodies.append(Body(name, attached[0], attached[1], tuple(shapes)))
+    undriven = None
+    if place_undriven and skipped_shapes:
+        undriven, placed = _undriven_bodies(xml, chain, skipped_shapes)
+        bodies += placed
+        skipped = [name for name in skipped if name not in undriven.frames]
     pairs = never_checked(parents) + check_disabled(
         [link.get('name', '') for link in root.findall('link')], disabled, 'SRDF')
-    model = CollisionModel(chain, bodies, pairs, backend=backend)
+    model = CollisionModel(chain, bodies, pairs, backend=backend,
+                           movable=() if undriven is None else undriven.frames)
+    model.undriven = undriven
     notes: List[Note] = [Warn(f'collision: NOT checked: link(s) {", ".join(sorted(set(links)))}'
                               f' (a <collision> mesh cannot be read: {reason}); source the '
                               f'workspace that installs its package, or add the folder holding '
@@ -285,6 +304,11 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
         notes.append(Note(f'collision: shapes of {", ".join(still)} are where no joint moves '
                           f'them (on a joint axis they are symmetric about): not checked '
                           f'against obstacles'))
+    if undriven is not None and undriven.frames:
+        shown = ', '.join(undriven.joints[:6]) + (', ...' if len(undriven.joints) > 6 else '')
+        notes.append(Note(f'collision: {len(undriven.frames)} link(s) moved by joints the node '
+                          f'does not drive are checked where those joints are: at their zero '
+                          f"until the robot's joint states (feedback_topic) say ({shown})"))
     if skipped:
         notes.append(Note(f'collision: {len(skipped)} link(s) moved by joints the chain does '
                           f'not drive are not checked ({", ".join(skipped[:5])})'))
@@ -304,6 +328,23 @@ def collision_model(xml: str, chain: Chain, frames: Optional[LinkFrames] = None,
             notes.append(Note(f'collision: {len(default)} pair(s) in contact at home not '
                               f'checked ({", ".join("/".join(p) for p in default)})'))
     return model, notes
+
+
+def _undriven_bodies(xml: str, chain, shapes: Dict[str, tuple]):
+    """Return (UndrivenLinks, their Bodies at the joints' zero) of links others move."""
+    paths = {link: found for link, found in
+             chains_to_links(xml, chain.base_link, sorted(shapes)).items()
+             if isinstance(found, Chain)}
+    undriven = UndrivenLinks(paths, chain.joint_names)
+    tree = frame_tree_of(chain)
+    bodies = []
+    for link in sorted(paths):
+        if not shapes[link]:   # every shape unreadable (said apart)
+            continue
+        attached = undriven.attach(tree, link)
+        if attached is not None:
+            bodies.append(Body(link, attached[0], attached[1], shapes[link]))
+    return undriven, bodies
 
 
 def read_srdf_pairs(path: str) -> List[Tuple[str, str]]:

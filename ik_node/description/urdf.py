@@ -231,6 +231,28 @@ def chain_from_robot_text(xml, base_link: str, tip_link: str) -> Chain:
     return Chain([_joint(j) for j in reversed(path)], base_link, tip_link)
 
 
+def chains_to_links(xml, base_link: str, links: Sequence[str]) -> Dict[str, Any]:
+    """Return, per link, its Chain from ``base_link`` (parsed once), or why there is none.
+
+    For the links joints outside the driven chains move (another arm, a head,
+    fingers): their paths from the base hold the joints that place them.
+    """
+    robot = _parse(_check_text(xml))
+    parent = _parent_joints(robot)
+    out: Dict[str, Any] = {}
+    for link in links:
+        path, at = [], link
+        while at != base_link and at in parent:
+            path.append(parent[at])
+            at = parent[at].parent
+        if at != base_link:
+            out[link] = f'{link!r} is not below {base_link!r}'
+            continue
+        out[link] = _state_or_reason(lambda p, t: Chain([_joint(j) for j in reversed(p)],
+                                                        base_link, t), path, link)
+    return out
+
+
 def link_frames(xml, chain: Chain) -> LinkFrames:
     """Every link of the robot description, resolvable in ``chain``'s base frame.
 

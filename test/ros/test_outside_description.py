@@ -89,8 +89,10 @@ def panda():
         xml = URDF.read_text()
         chain = chain_from_urdf_string(xml, BASE, TIP)
         frames = link_frames(xml, chain)
+        # The arm's own links (the fingers a joint the chain does not drive moves: the
+        # node places them too, test_the_node_loads_it...; their boxes are not meshes).
         model, notes = collision_model(xml, chain, frames, disabled=read_srdf_pairs(str(SRDF)),
-                                       home=np.array(READY))
+                                       home=np.array(READY), place_undriven=False)
         MODEL.update(xml=xml, chain=chain, frames=frames, model=model, notes=notes)
     return MODEL['xml'], MODEL['chain'], MODEL['model']
 
@@ -217,11 +219,11 @@ def test_meshes_are_found_on_ros_package_path_too_and_each_missing_file_is_one_w
     (tmp_path / 'ws' / 'src').mkdir(parents=True)
     (tmp_path / 'ws' / 'src' / 'example-robot-data').symlink_to(PACKAGE)
     monkeypatch.setenv('ROS_PACKAGE_PATH', f'{tmp_path / "nothing"}{os.pathsep}{tmp_path / "ws"}')
-    model, notes = collision_model(xml, chain, sample_contacts=False)
+    model, notes = collision_model(xml, chain, sample_contacts=False, place_undriven=False)
     assert {b.link for b in model.bodies} == {b.link for b in panda()[2].bodies}
     assert not [n for n in notes if n.warn], notes
     monkeypatch.delenv('ROS_PACKAGE_PATH')
-    model, notes = collision_model(xml, chain, sample_contacts=False)
+    model, notes = collision_model(xml, chain, sample_contacts=False, place_undriven=False)
     warned = [n for n in notes if n.warn]
     files = sorted(set(collision_meshes(xml)))
     assert len(warned) == len(files) and not [b for b in model.bodies if b.shapes], notes
@@ -364,7 +366,10 @@ def test_the_node_loads_it_and_holds_the_arm_off_itself_over_dds():
     finally:
         assert node.stop() == 0
     out = node.output()
-    assert 'collision: 9 links with geometry' in out, out
+    # The arm's 9 links, and the left finger where its joint is (its zero: no
+    # feedback; the right finger mimics a joint not on its own path: not checked).
+    assert 'collision: 10 links with geometry' in out, out
+    assert 'checked where those joints are' in out and 'panda_finger_joint1' in out, out
 
 
 def test_the_bundled_panda_collides_with_frankas_own_meshes():

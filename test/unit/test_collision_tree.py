@@ -154,29 +154,30 @@ def test_gradients_of_pairs_across_the_arms_match_finite_differences(name, unit)
     near = model.distances(q, math.inf)
     grads = model.gradients(q, near)
     h = 1e-6
+    # Every pair's distance at q + h e_k and q - h e_k, each joint once.
+    plus, minus = [], []
+    for k in range(union.n):
+        e = np.zeros(union.n)
+        e[k] = h
+        plus.append(model.distances(q + e, math.inf).distance - near.distance)
+        minus.append(near.distance - model.distances(q - e, math.inf).distance)
+    plus, minus = np.array(plus).T, np.array(minus).T   # (pairs, joints)
     checked = 0
     for row, p in enumerate(near.pairs.tolist()):
         if p not in cross or near.distance[row] < 1e-3 or not near.exact[row]:
             continue
-        numeric, kink = np.zeros(union.n), False
-        here = float(near.distance[row])
-        for k in range(union.n):
-            e = np.zeros(union.n)
-            e[k] = h
-            plus = model.distances(q + e, math.inf).distance[row] - here
-            minus = here - model.distances(q - e, math.inf).distance[row]
-            numeric[k] = (plus + minus) / (2 * h)
-            # Edges and parallel faces of boxes and cylinders make the nearest
-            # points jump: a kink, where the two one-sided slopes differ and no
-            # difference is a derivative. Judge smooth places only.
-            kink = kink or abs(plus - minus) > 1e-3 * h + 1e-11
-        if kink:
+        # Edges and parallel faces of boxes and cylinders make the nearest
+        # points jump: a kink, where the two one-sided slopes differ and no
+        # difference is a derivative. Judge smooth places only.
+        if np.any(np.abs(plus[row] - minus[row]) > 1e-3 * h + 1e-11):
             continue
+        numeric = (plus[row] + minus[row]) / (2 * h)
         # coal's witness points of two cylinders are GJK's, good to ~1e-4 m: a
         # joint turning a cylinder about its own axis reads 2-4e-4 m/rad, not 0.
         # A frame on the wrong branch would read the other arm's 0.05-0.2.
         np.testing.assert_allclose(grads[row], numeric, atol=1e-3, rtol=2e-2)
         checked += 1
+    assert checked > 0
 
 
 @pytest.mark.parametrize('name', sorted(ROBOTS))
@@ -187,7 +188,7 @@ def test_near_pairs_across_the_arms_agree_with_the_geometry_oracle(name, unit):
     q = q_within(union, unit[:union.n])
     links = [b.link for b in model.bodies if side(b.link)]   # the arms' (primitives only)
     solids = RobotSolids(xml, raw, union.base_link, links)
-    values = dict(zip(union.names, q))
+    values = dict(zip(union.names, q), **model.undriven.values)   # fingers, a head: at theirs
     posed = {link: solids.posed(link, values) for link in solids.solids}
     near = model.distances(q, 0.3, exact=math.inf)
     cross = set(cross_pairs(model))
@@ -244,7 +245,7 @@ def test_two_hands_sent_to_one_point_keep_the_margin():
     if at is not None:
         solids = RobotSolids(xml, raw, union.base_link,
                              [b.link for b in guarded.bodies if side(b.link)])
-        values = dict(zip(union.names, at))
+        values = dict(zip(union.names, at), **guarded.undriven.values)
         near = guarded.distances(at, margin + 0.05)
         for row, p in enumerate(near.pairs.tolist()):
             a_name, b_name = guarded.pair_names(p)
@@ -291,3 +292,120 @@ def test_the_bundled_two_arm_config_starts_outside_the_margin_on_its_floor():
             continue
         k = [b.link for b in model.bodies for _ in b.shapes][:s + 1].count(link) - 1
         assert distance_interval(posed[link][k], floor, margin)[0] >= margin, link
+
+
+def shape_poses_by_link(model, q):
+    """Return link -> [(4, 4) pose of each shape in the base frame] at q, as the model has it."""
+    out = {}
+    for link, _, pose in model.robot_shapes(q):
+        out.setdefault(link, []).append(pose)
+    return out
+
+
+def oracle_shape_poses(xml, raw, base, link, values):
+    """Return [(4, 4) pose of each <collision> of ``link``] at joint values, by the oracle's FK."""
+    from geometry_oracle import solids_of
+    solids = solids_of(xml, links={link})[link]
+    where = raw.pose(base, link, values)
+    return [where @ pose for _, _, pose in solids]
+
+
+def test_links_no_end_effector_drives_sit_where_their_joints_say_and_follow_them():
+    """Baxter's head and fingers: at their joints' zero, then where a joint state puts them."""
+    xml, _, union, model, raw = robot('baxter')
+    undriven = model.undriven
+    assert undriven is not None and {'head', 'l_gripper_l_finger'} <= set(model.movable)
+    assert 'head_pan' in undriven.joints
+    rng = np.random.default_rng(5)
+    q = q_within(union, rng.uniform(0.1, 0.9, union.n))
+
+    def agrees():
+        values = dict(zip(union.names, q), **undriven.values)
+        ours = shape_poses_by_link(model, q)
+        for link in model.movable:
+            theirs = oracle_shape_poses(xml, raw, union.base_link, link, values)
+            assert len(ours[link]) == len(theirs), link
+            for a, b in zip(ours[link], theirs):
+                np.testing.assert_allclose(a, b, atol=1e-9, err_msg=link)
+    agrees()
+    revision = model.revision
+    assert undriven.take(['head_pan', 'l_gripper_l_finger_joint', 'left_s0'],
+                         [0.8, 0.015, 3.0])   # left_s0 is driven: not taken here
+    assert undriven.values['head_pan'] == pytest.approx(0.8)
+    model.move_bodies(undriven.offsets(model.tree, q))
+    assert model.revision > revision
+    agrees()
+    # A change below MOVED leaves everything where it was.
+    assert not undriven.take(['head_pan'], [0.8 + 1e-4])
+    # The sweep still bounds every pair's change along a path, the moved links included.
+    dq = rng.uniform(-0.3, 0.3, union.n)
+    start = model.distances(q, math.inf)
+    path = model.path_sweep(q, np.abs(dq))
+    there = model.distances(q + dq, math.inf)
+    assert np.all(np.abs(there.distance - start.distance) <= path @ np.abs(dq) + GJK_NOISE)
+    undriven.take(['head_pan', 'l_gripper_l_finger_joint'], [0.0, 0.0])
+    model.move_bodies(undriven.offsets(model.tree, q))
+
+
+def test_one_arm_keeps_the_margin_to_the_other_arm_placed_by_the_robots_joint_states():
+    """The TIAGo dual driven at its left arm only: its right arm is where joint states say.
+
+    The right hand is put 5 cm beside the left hand's next pose (its joints
+    from a solve on the right arm): the step there, admitted while the right
+    arm was at its zero, is refused once a measured state says where it is.
+    """
+    from ik_node.core.ik.factory import make_solver
+    from ik_node.core.ik.jacobian import JacobianIK
+    from ik_node.core.ik.task import Task
+    from ik_node.core.motion.feedback import FeedbackPolicy
+    from ik_node.core.motion.tracker import MotionTracker
+    xml = (URDF_CORPUS / 'external' / 'tiago_dual.urdf').read_text()
+    left = chain_from_urdf_string(xml, 'base_footprint', 'hand_left_tool_link')
+    # The right arm from the torso (driven by the left arm's chain: where it is).
+    right = chain_from_urdf_string(xml, 'torso_lift_link', 'hand_right_tool_link')
+    torso = chain_from_urdf_string(xml, 'base_footprint', 'torso_lift_link')
+    model, _ = collision_model(xml, left, home=left.mid_limits())
+    assert 'hand_right_safety_box' in model.movable
+    margin = 0.02
+    guard = CollisionGuard(model, margin)
+    rng = np.random.default_rng(1)
+    a_max = np.full(left.n, 5.0)
+    # The left hand in front of the body, a little left of the middle, with the right
+    # arm at its zero (beside the body): a small step there is free.
+    point = np.eye(4)
+    point[:3, 3] = [0.55, 0.06, 0.85]
+
+    def reach(chain, goal):
+        solver = JacobianIK(chain, task=Task('position'))
+        seeds = [chain.mid_limits()] + [q_within(chain, rng.uniform(0, 1, chain.n))
+                                        for _ in range(30)]
+        found = min((solver.solve(goal, s) for s in seeds), key=lambda r: r.position_error)
+        assert found.success
+        return found.q
+    q = reach(left, point)
+    q1 = np.clip(q + rng.uniform(-0.01, 0.01, left.n), left.lower, left.upper)
+    assert guard.judge(q, q1, np.zeros(left.n), a_max, left.lower, left.upper) is None
+    # The right hand 8 cm to the right of it (in the torso's frame, the torso where
+    # the left arm's joints have it): a measured state puts it there.
+    beside = point.copy()
+    beside[1, 3] -= 0.08
+    right_q = reach(right, np.linalg.solve(torso.forward(q[:1]), beside))
+    names = right.joint_names
+    # As a node's session takes a measured state (feedback: every joint, the right arm's too).
+    tracker = MotionTracker(left, make_solver(left, 'jacobian'), TrackerConfig(), q, 0.0)
+    tracker.guard = guard
+    feedback = FeedbackPolicy(left.joint_names, left.lower, left.upper, left.velocity,
+                              0.1, 0.1, 0.15)
+    session = MotionSession(tracker, 0.01, 0.02, 500.0, feedback=feedback)
+    revision = model.revision
+    reason = session.measured(left.joint_names + names, list(q) + list(right_q),
+                              [0.0] * (left.n + len(names)), None, 0.0)
+    assert reason == '' and model.revision > revision
+    refusal = guard.judge(q, q1, np.zeros(left.n), a_max, left.lower, left.upper)
+    assert refusal is not None
+    held = guard.hold(refusal, 'braked')
+    assert any(name.startswith(('hand_right', 'arm_right', 'wrist_right')) for name in held.pair)
+    # Where the state says the right arm went back to its zero, the step is free again.
+    session.measured(left.joint_names + names, list(q) + [0.0] * len(names),
+                     [0.0] * (left.n + len(names)), None, 0.01)
+    assert guard.judge(q, q1, np.zeros(left.n), a_max, left.lower, left.upper) is None

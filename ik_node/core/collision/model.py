@@ -33,7 +33,8 @@ collision.
 
 from dataclasses import dataclass
 import math
-from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, \
+    TYPE_CHECKING
 
 from ik_node.core.collision.pairs import still_shapes
 from ik_node.core.collision.shapes import coal_geometry, Shape
@@ -42,6 +43,9 @@ from ik_node.core.model.chain import Chain
 from ik_node.core.model.tree import frame_tree_of
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:   # it places bodies of this model (no import at run time: a cycle)
+    from ik_node.core.collision.undriven import UndrivenLinks
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -118,12 +122,20 @@ class CollisionModel:
     """
 
     def __init__(self, chain: Chain, bodies: Sequence[Body],
-                 adjacent: Iterable[Tuple[str, str]] = (), backend: str = 'auto'):
-        """Index the shapes, build the self pairs; no obstacles yet."""
+                 adjacent: Iterable[Tuple[str, str]] = (), backend: str = 'auto',
+                 movable: Iterable[str] = ()):
+        """Index the shapes, build the self pairs; no obstacles yet.
+
+        ``movable``: links placed by joints the node does not drive
+        (UndrivenLinks): :meth:`move_bodies` moves them; never taken as still.
+        """
         import coal
         self._coal = coal
         self.chain = chain
         self.bodies = [b for b in bodies if b.shapes]
+        #: Links joints the node does not drive place (move_bodies), and their placer.
+        self.movable = frozenset(movable)
+        self.undriven: Optional['UndrivenLinks'] = None
         self.disabled: Set[frozenset] = {frozenset(p) for p in adjacent}
         self._robot: List[Tuple[int, Shape, FloatArray]] = []   # (body, shape, frame pose)
         for k, body in enumerate(self.bodies):
@@ -140,6 +152,11 @@ class CollisionModel:
         self.tree = frame_tree_of(chain)
         self.still = still_shapes(self.tree, self._frame, self._local,
                                   [s.kind for _, s, _ in self._robot])
+        # A link undriven joints move is still only on the base frame (its offset may
+        # change: a sphere off the axis it sat on moves with the joint).
+        for i, (k, _, _) in enumerate(self._robot):
+            if self.bodies[k].link in self.movable and self._frame[i] >= 0:
+                self.still[i] = False
         spheres = [s.bounding_sphere() for _, s, _ in self._robot]
         self._centre = np.array([body.offset[:3, :3] @ c + body.offset[:3, 3]
                                  for (k, _, _), (c, _) in zip(self._robot, spheres)
@@ -208,9 +225,39 @@ class CollisionModel:
         coal transforms and caches in place.
         """
         twin = CollisionModel(self.chain, self.bodies, [tuple(p) for p in self.disabled],
-                              self._kernels.name)
+                              self._kernels.name, self.movable)
         twin.set_obstacles(self._obstacles)
+        twin.undriven = self.undriven   # where its movable links are (a placer, read only)
         return twin
+
+    def move_bodies(self, offsets: Mapping[str, FloatArray]) -> None:
+        """Place links of ``movable`` at new offsets (4, 4) in their frames (link -> offset).
+
+        Links undriven joints move (another arm, a head): their shapes, bounding
+        spheres and arms follow; the pairs stay. Whoever holds distances of
+        this model sees ``revision`` change (a guard forgets its bounds, as
+        for an obstacle added at run time).
+        """
+        changed = False
+        for k, body in enumerate(self.bodies):
+            offset = offsets.get(body.link)
+            if offset is None or body.link not in self.movable:
+                continue
+            self.bodies[k] = Body(body.link, body.frame, np.array(offset, dtype=np.float64),
+                                  body.shapes)
+            changed = True
+        if not changed:
+            return
+        self._robot = [(k, shape, self.bodies[k].offset @ shape.pose)
+                       for k, shape, _ in self._robot]
+        self._local = np.array([p for _, _, p in self._robot]).reshape(-1, 4, 4)
+        spheres = [s.bounding_sphere() for _, s, _ in self._robot]
+        self._centre = np.array([self.bodies[k].offset[:3, :3] @ c + self.bodies[k].offset[:3, 3]
+                                 for (k, _, _), (c, _) in zip(self._robot, spheres)]
+                                ).reshape(-1, 3)
+        self._arms = self._shape_arms()
+        self.sweep = self._sweep_matrix()
+        self.revision += 1
 
     def disable(self, links: Iterable[Tuple[str, str]]) -> None:
         """Never check these pairs of links (either order) from now on."""

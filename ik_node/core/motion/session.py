@@ -205,7 +205,24 @@ class MotionSession:
         """
         if self.feedback is None:
             return ''
-        return self.feedback.take(names, positions, velocities, stamp, now)
+        reason = self.feedback.take(names, positions, velocities, stamp, now)
+        if not reason:
+            self._place_undriven(names, positions)
+        return reason
+
+    def _place_undriven(self, names: Sequence[str], positions: Sequence[float]) -> None:
+        """Move the links joints the node does not drive place to a measured state's values.
+
+        The collision model's UndrivenLinks (another arm, a head, fingers):
+        where one of their joints moved, they are placed anew, and the guard
+        forgets what it knew of distances (as for an obstacle added).
+        """
+        guard = self.tracker.guard
+        if guard is None:
+            return
+        model = guard.model
+        if model.undriven is not None and model.undriven.take(names, positions):
+            model.move_bodies(model.undriven.offsets(model.tree, self.q))
 
     def configure(self, now: float, config: Optional[TrackerConfig] = None, jerk=None,
                   feedback: Optional[Sequence[float]] = None) -> None:
