@@ -25,12 +25,14 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
 With ``collision_checking`` the collision model holds every driven link
 (both arms, the torso: the arms are kept apart as a chain's links are) and
 the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
-disabled. Not with several end effectors (said at start-up, or refused with
-one line): elbow poles (no topic), the RViz handles,
+disabled. With ``target_marker``, one RViz handle per end effector
+(ik_node.ros.group_handles). Not with several end effectors (said at
+start-up, or refused with one line): elbow poles (no topic),
 position_array, a model from the robot_description topic, another solver.
 """
 
 import re
+import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -44,6 +46,8 @@ from ik_node.core.motion.session import MotionSession
 from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     pose_matrix, RejectedMessage
+from ik_node.ros.group_handles import GroupHandles
+from ik_node.ros.marker_server import MarkerServer
 from ik_node.ros.model_loading import STARTUP_COMPILE_WAIT_S
 from ik_node.ros.outputs import JointStatesEncoder, JointTrajectoryEncoder
 from ik_node.ros.parameters import initial_positions, StartupError, task_for
@@ -64,6 +68,7 @@ EFFECTOR_PARAMETERS = (
      "('' = /<name>_controller/joint_trajectory)"),
 )
 DIAGNOSTICS_PERIOD_S = 0.5
+HANDLES_PERIOD_S = 0.05
 LEVELS = {'arrived': DiagnosticStatus.OK, 'holding': DiagnosticStatus.OK,
           'moving': DiagnosticStatus.OK, 'unreachable': DiagnosticStatus.WARN}
 
@@ -175,8 +180,12 @@ class GroupFront:
         if not node.collision.checking:
             node.get_logger().warning('several end effectors: collision is not checked (the '
                                       'arms are not kept apart)')
-        node.get_logger().info('several end effectors: elbow poles and the RViz handles are '
-                               'not served')
+        node.get_logger().info('several end effectors: elbow poles are not served')
+        self._handles_due: Optional[float] = None
+        if node.get_parameter('target_marker').value:
+            server = MarkerServer(node, '~/target_marker', node._guarded(node._on_handle))
+            node.handles = GroupHandles(server, node, time.monotonic, self.names)
+            node.handles.use_model()
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -378,6 +387,15 @@ class GroupFront:
             tracker.solver = self.stacked = stacked
             node.get_logger().info(f'stacked Jacobian: {stacked.backend} from now on')
 
+    def publish_side(self, now: float) -> None:
+        """Refresh the handles at HANDLES_PERIOD_S and the diagnostics when due (s)."""
+        node = self._node
+        due = self._handles_due
+        if node.handles is not None and (due is None or now >= due or now < due - 1.0):
+            self._handles_due = now + HANDLES_PERIOD_S
+            node._guarded(node.handles.refresh)()
+        self.publish_diagnostics(now)
+
     def publish_diagnostics(self, now: float) -> None:
         """Publish one DiagnosticStatus per end effector at DIAGNOSTICS_PERIOD_S (when due)."""
         due = self._diagnostics_due
@@ -397,6 +415,8 @@ class GroupFront:
                       'mode': status.mode, 'shared_joints': ', '.join(status.shared),
                       'rejected_messages': str(sum(node.rejected.values())),
                       'callback_errors': str(node.callback_errors)}
+            if node.handles is not None:
+                values.update(node.handles.values())
             msg.status.append(DiagnosticStatus(
                 level=LEVELS.get(arrival.state, DiagnosticStatus.WARN),
                 name=f'{node.get_name()}: {effector.name}', hardware_id=effector.chain.tip_link,

@@ -219,10 +219,11 @@ def menu_entries(solver: str, smoothing: bool):
     return entries
 
 
-def target_marker(base: str, pose: Pose, look: str, menu) -> InteractiveMarker:
-    """Return the 6-DoF target handle at ``pose`` (base frame) coloured by ``look``."""
+def target_marker(base: str, pose: Pose, look: str, menu, name: str = TARGET,
+                  title: str = 'ik_node target') -> InteractiveMarker:
+    """Return the 6-DoF target handle ``name`` at ``pose`` (base frame) coloured by ``look``."""
     rgb, words = LOOKS[look]
-    marker = InteractiveMarker(name=TARGET, description=f'ik_node target: {words}',
+    marker = InteractiveMarker(name=name, description=f'{title}: {words}',
                                scale=TARGET_SCALE_M, pose=pose, menu_entries=menu)
     marker.header.frame_id = base   # stamp zero: RViz locks it to the base frame
     marker.controls = [_ball(0.03, rgb, InteractiveMarkerControl.MOVE_ROTATE_3D)]

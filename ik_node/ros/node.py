@@ -467,7 +467,7 @@ class IKNode(Node):
             if tick.planned:
                 self._publish(stamp, now)
         if self.group is not None:
-            self.group.publish_diagnostics(now)
+            self.group.publish_side(now)
         else:
             self.side_outputs.publish_due(now)
 

@@ -36,8 +36,8 @@ ARRIVED_M, ARRIVED_RAD = 1e-4, 1e-3
 
 def params_of(name, **more):
     """Return the node's parameters for both hands of robot ``name``."""
-    return dict(ROBOTS[name], urdf_path=str(URDF_CORPUS / 'external' / f'{name}.urdf'),
-                end_effectors=['left', 'right'], target_marker=False, **more)
+    return dict(dict(ROBOTS[name], urdf_path=str(URDF_CORPUS / 'external' / f'{name}.urdf'),
+                     end_effectors=['left', 'right'], target_marker=False), **more)
 
 
 def angle(a, b):
@@ -215,3 +215,52 @@ def test_a_twist_on_one_hands_topic_moves_that_hand_and_the_other_holds():
         rejected = node.rejected['wrong_frame']
         assert wait_until(lambda: (twist_pub.publish(twist),
                                    node.rejected['wrong_frame'] > rejected)[1], 5.0, spin_once)
+
+
+def test_each_hand_has_its_rviz_handle_and_dragging_one_moves_that_hand():
+    """An RViz-like client (upstream's rules) sees a handle per hand, drags the left one."""
+    from rviz_client import RUNNING, RvizLikeClient
+    from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback
+    name = 'pr2'
+    raw = RawModel((URDF_CORPUS / 'external' / f'{name}.urdf').read_text())
+    start = [0.2, 0.6, 0.2, 0.5, -0.9, -1.2, -0.8, 0.3, -0.5, 0.3, -0.4, -1.0, 0.8, -0.7, -0.2]
+    params = params_of(name, initial_positions=start, target_marker=True)
+    base = params['base_link']
+    with in_process_ik_node(params) as (node, client, spin_once):
+        view = Client(client, spin_once)
+        rviz = RvizLikeClient(client, '/ik_node/target_marker', fixed_frame=base)
+
+        def running():
+            rviz.update()
+            return rviz.state == RUNNING and {'left', 'right'} <= set(rviz.markers)
+        assert wait_until(running, 20.0, spin_once), rviz.state
+        assert 'drag me' in rviz.markers['left'].description   # grey: no target yet
+        before = view.joints()
+        left0 = raw.pose(base, params['left.tip_link'], before)
+        right0 = raw.pose(base, params['right.tip_link'], before)
+        goal = left0.copy()
+        goal[1, 3] += 0.05
+        poses = [matrix_to_pose(pose) for pose in
+                 [left0 + (goal - left0) * s for s in np.linspace(0.1, 1.0, 10)]]
+
+        def spin(seconds):
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                spin_once(0.005)
+                rviz.update()
+        rviz.drag('left', poses, spin)
+
+        def arrived():
+            tip = raw.pose(base, params['left.tip_link'], view.joints())
+            return np.linalg.norm(tip[:3, 3] - goal[:3, 3]) < ARRIVED_M
+        assert wait_until(arrived, 20.0, spin_once), view.verdicts()
+        right1 = raw.pose(base, params['right.tip_link'], view.joints())
+        assert np.linalg.norm(right1[:3, 3] - right0[:3, 3]) < 1e-4
+        assert node.handles.targets >= 1
+        # Recoloured by the left hand's own verdict, and following it.
+        assert wait_until(lambda: (rviz.update(), 'arrived' in rviz.markers['left'].description)
+                          [1], 5.0, spin_once), rviz.markers['left'].description
+        # Feedback on a marker that does not exist is refused and counted.
+        rviz.feedback('middle', Feedback.POSE_UPDATE, poses[0])
+        assert wait_until(lambda: node.handles.drags.counts['marker_unknown'] > 0, 5.0,
+                          spin_once)
