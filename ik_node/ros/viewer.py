@@ -306,6 +306,7 @@ class ViewerNode(Node):
         self._asked = None
         self._asked_at = 0.0
         self._xacro_arguments = ()
+        self._several: List[str] = []   # the node's end_effectors (the viewer draws one)
         self._described: Optional[str] = None
         self.model: Optional[RobotModel] = None
         self._q: Optional[np.ndarray] = None
@@ -341,7 +342,21 @@ class ViewerNode(Node):
             return
         self._asked_at = time.monotonic()
         self._params.get_parameters(['xacro_arguments'], self._on_xacro_arguments)
+        self._params.get_parameters(['end_effectors'], self._on_end_effectors)
         self._asked = self._params.get_parameters(list(PARAMETERS), self._on_parameters)
+
+    def _on_end_effectors(self, future) -> None:
+        """Note a node of several end effectors (the viewer draws one: said once)."""
+        result = future.result()
+        if result is None or len(result.values) != 1:
+            return
+        names = list(parameter_value_to_python(result.values[0]) or ())
+        if names and names != self._several:
+            self.get_logger().warning(
+                f'{self.prefix} drives several end effectors ({", ".join(names)}): the '
+                'viewer draws one end effector only (not built for several yet); use RViz, '
+                'with a handle per end effector')
+        self._several = names
 
     def _on_xacro_arguments(self, future) -> None:
         result = future.result()
@@ -362,6 +377,8 @@ class ViewerNode(Node):
                                           throttle_duration_sec=10.0)
                 return
         text = text or self._described or ''
+        if self._several or not p['tip_link']:
+            return   # several end effectors: said once (_on_end_effectors)
         self._use(text, p['base_link'], p['tip_link'], p['feedback_topic'] or '')
 
     def _on_description(self, msg: String) -> None:
