@@ -117,6 +117,17 @@ class NodeUnderTest:
         return self.drain.text()
 
 
+def stop_process(proc, timeout_s: float = 10.0) -> None:
+    """Stop a helper process as a user would (SIGINT), killed when it does not end in time."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 def model_params(name):
     """Return the parameters loading a bundled arm."""
     path, base, tip = ARMS[name]

@@ -25,7 +25,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.tracker import TrackerConfig
 from models import TEST
-from node_process import ARMS, model_params, NodeUnderTest
+from node_process import ARMS, model_params, NodeUnderTest, stop_process
 import numpy as np
 from oracle import forward, pose_errors
 import pytest
@@ -161,13 +161,7 @@ class Loop:
     def stop(self):
         """Stop the node (exit code returned) and the mock."""
         code = self.node.stop()
-        if self.mock.poll() is None:
-            self.mock.send_signal(signal.SIGINT)
-        try:
-            self.mock.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.mock.kill()
-            self.mock.wait(timeout=5)
+        stop_process(self.mock)
         return code
 
 

@@ -21,7 +21,6 @@ description's own forward kinematics (oracle.RawModel):
 
 import os
 from pathlib import Path
-import signal
 import subprocess
 import sys
 
@@ -30,7 +29,7 @@ from ik_node.core.ik.stacked import JointUnion
 from ik_node.description.urdf import chain_from_urdf_file
 from ik_node.ros.conversions import matrix_to_pose
 from models import TEST
-from node_process import NodeUnderTest
+from node_process import NodeUnderTest, stop_process
 import numpy as np
 from oracle import RawModel
 import pytest
@@ -120,13 +119,7 @@ class TwoArms:
     def stop(self):
         """Stop the node (its exit code returned) and the stand-in."""
         code = self.node.stop()
-        if self.mock.poll() is None:
-            self.mock.send_signal(signal.SIGINT)
-        try:
-            self.mock.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.mock.kill()
-            self.mock.wait(timeout=5)
+        stop_process(self.mock)
         return code
 
 

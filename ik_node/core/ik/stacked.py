@@ -36,7 +36,7 @@ from ik_node.core.ik.task import POSE, Task
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.kernels.lm_constants import DAMPING_DOWN, DAMPING_MAX, DAMPING_MIN, \
     DAMPING_START, DAMPING_UP, STALL_FRACTION, STALL_WINDOW
-from ik_node.core.model.chain import Chain
+from ik_node.core.model.chain import Chain, checked_joints, joints_within
 from ik_node.core.model.tree import FrameTree
 from ik_node.core.poses import split_pose
 import numpy as np
@@ -137,18 +137,11 @@ class JointUnion:
 
     def check_q(self, q, name: str = 'q') -> FloatArray:
         """Validate a joint vector: (N,) finite floats in union order (InvalidInputError)."""
-        arr = np.asarray(q, dtype=np.float64)
-        if arr.shape != (self.n,):
-            raise InvalidInputError(f'{name}: expected shape ({self.n},) for joints '
-                                    f'{self.names}, received shape {arr.shape}')
-        if not np.all(np.isfinite(arr)):
-            raise InvalidInputError(f'{name}: expected finite joint values, received {arr}')
-        return arr
+        return checked_joints(q, self.names, name)
 
     def within_limits(self, q, tol: float = 0.0) -> bool:
         """Return True when every joint of ``q`` (N,) is within its limits (+- tol)."""
-        arr = np.asarray(q, dtype=np.float64)
-        return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
+        return joints_within(q, self.lower, self.upper, tol)
 
     @property
     def frame_tree(self) -> FrameTree:

@@ -252,19 +252,11 @@ class Chain:
 
     def check_q(self, q, name: str = 'q') -> FloatArray:
         """Validate a joint vector: (n,) finite floats in chain order."""
-        arr = np.asarray(q, dtype=np.float64)
-        if arr.shape != (self.n,):
-            raise InvalidInputError(
-                f'{name}: expected shape ({self.n},) for joints {self.joint_names}, '
-                f'received shape {arr.shape}')
-        if not np.all(np.isfinite(arr)):
-            raise InvalidInputError(f'{name}: expected finite joint values, received {arr}')
-        return arr
+        return checked_joints(q, self.joint_names, name)
 
     def within_limits(self, q, tol: float = 0.0) -> bool:
         """Return True when every joint of ``q`` is within its limits (+- tol)."""
-        arr = np.asarray(q, dtype=np.float64)
-        return bool(np.all(arr >= self.lower - tol) and np.all(arr <= self.upper + tol))
+        return joints_within(q, self.lower, self.upper, tol)
 
     def reach_bound(self) -> float:
         """Return an upper bound of the tip's distance from the base origin, metres.
@@ -416,6 +408,27 @@ class Chain:
 # up by its module name when none is registered yet (URDF_READER_MODULE).
 URDF_READER_MODULE = 'ik_node.description.urdf'
 _URDF_READERS: list = []
+
+
+def checked_joints(q, names: Sequence[str], name: str = 'q') -> FloatArray:
+    """Return ``q`` as (n,) floats for the joints ``names`` (InvalidInputError: not that).
+
+    The shape one value per joint, every value finite; ``name`` names the
+    vector in the message.
+    """
+    arr = np.asarray(q, dtype=np.float64)
+    if arr.shape != (len(names),):
+        raise InvalidInputError(f'{name}: expected shape ({len(names)},) for joints '
+                                f'{list(names)}, received shape {arr.shape}')
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f'{name}: expected finite joint values, received {arr}')
+    return arr
+
+
+def joints_within(q, lower: FloatArray, upper: FloatArray, tol: float = 0.0) -> bool:
+    """Return True when every value of ``q`` (n,) is within [lower - tol, upper + tol]."""
+    arr = np.asarray(q, dtype=np.float64)
+    return bool(np.all(arr >= lower - tol) and np.all(arr <= upper + tol))
 
 
 class _UrdfReader:

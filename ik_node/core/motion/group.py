@@ -44,13 +44,11 @@ from typing import List, Optional, Tuple
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
-from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
-from ik_node.core.motion.costs import TickCosts
-from ik_node.core.motion.feedforward import GoalVelocity
-from ik_node.core.motion.limiting import HoldReport, LimitingStep
+from ik_node.core.motion.joints import JointMotion
+from ik_node.core.motion.limiting import HoldReport
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
 from ik_node.core.motion.teleop import TwistInput
@@ -186,7 +184,7 @@ class _Lane:
         return pose_matrix(rotation9(s.quaternion), s.position), False
 
 
-class GroupTracker:
+class GroupTracker(JointMotion):
     """Several end effectors' targets in, the union's joint commands out (module docstring).
 
     Args:
@@ -210,25 +208,13 @@ class GroupTracker:
         """Start at rest (or at ``velocity``) at q0, each end effector holding its tip pose."""
         union = solver.union
         self.solver = solver
-        self.chain = union   # the joints' limits, as a chain's (the stream, the feedback)
-        self.config = config.check(union.n)
-        q0 = union.check_q(q0, 'q0')
-        if not union.within_limits(q0):
-            raise InvalidInputError(f'q0: {q0.tolist()} is outside the joint limits of '
-                                    f'{union.names}')
-        self.q0 = q0.copy()
-        self.q = q0.copy()
-        self.v = np.zeros(union.n) if velocity is None else np.array(velocity, dtype=np.float64)
-        self.time = float(time)
-        self.costs = TickCosts()
-        self.stepper = LimitingStep(union, self.config.accelerations(union.n), limits,
-                                    self.costs)
-        self.stop_first = False
+        # The joints' limits as a chain's (the stream, the feedback): the union's.
+        self._start_joints(union, config, q0, time, velocity)
+        q0 = self.q0
         self.worker = ImmediateWorker() if worker is None else worker
         self.lanes = [_Lane(e, cols, e.chain.forward(q0[cols]), self.time, self.config)
                       for e, cols in zip(solver.effectors, union.columns)]
         self.mode = self._pose_mode()
-        self.feed = GoalVelocity(union.velocity)
         self._has_target = False
         # A full stacked solve's joints for final targets the local steps stall short
         # of (asked once per set of targets), else None.
@@ -285,10 +271,6 @@ class GroupTracker:
             if lane.name == name:
                 return k
         raise InvalidInputError(f'end effector {name!r}: not one of {self.names}')
-
-    def command_now(self) -> Command:
-        """Return the last command given (the initial state before any)."""
-        return Command(self.q.copy(), self.v.copy(), self.time)
 
     def status(self) -> GroupStatus:
         """Return a snapshot of the mode and the tasks (a session adds the arrival)."""
@@ -412,18 +394,13 @@ class GroupTracker:
 
     def sync(self, time: float, q_measured, v_measured=None) -> None:
         """Continue from the measured joint state (clipped into the limits), trajectories anew."""
-        union = self.chain
-        q = np.clip(union.check_q(q_measured, 'q_measured'), union.lower, union.upper)
-        v = np.zeros(union.n) if v_measured is None else np.array(v_measured, dtype=np.float64)
-        if v.shape != q.shape or not np.all(np.isfinite(v)):
-            v = np.zeros(union.n)
-        np.clip(v, -union.velocity, union.velocity, out=v)
-        self.q, self.v, self.time = q, v, float(time)
+        self.q, self.v = self.measured_state(q_measured, v_measured)
+        self.time = float(time)
         self.feed.forget()
         self._forget_held()
         for lane in self.lanes:
             if not lane.has_target:
-                lane.target = lane.asked = lane.tip(q)
+                lane.target = lane.asked = lane.tip(self.q)
         if self.mode == Mode.TRAJECTORY:
             self._restart_all(time)
         for lane in self.lanes:
@@ -487,22 +464,6 @@ class GroupTracker:
         for lane in self.lanes:
             lane.restart(self.q, time)
 
-    @property
-    def accelerations(self) -> FloatArray:
-        """The acceleration limits (N,) of the configuration (before any cap)."""
-        return np.array(self.config.accelerations(self.chain.n))
-
-    def cap_accelerations(self, cap) -> None:
-        """Use at most ``cap`` (N,) as acceleration limits (a jerk stage's bound)."""
-        self.stepper.a_cap = np.array(cap, dtype=np.float64)
-        self.stepper.use_accelerations(np.minimum(self.accelerations, self.stepper.a_cap),
-                                       self.at_rest())
-
-    @property
-    def braking(self) -> bool:
-        """Return True while the joints brake to rest first (lowered limits, clock back)."""
-        return self.stepper.a_next is not None or self.stop_first
-
     def stop_then_resume(self, time: float) -> None:
         """Come to a controlled stop, then go on toward the targets (a clock that went back)."""
         self.time = float(time)
@@ -517,10 +478,6 @@ class GroupTracker:
         """Take the limiting step on ``backend`` ('auto', 'numpy', 'numba')."""
         self.backend = backend
         self.stepper.kernels = resolve(backend).limits
-
-    def at_rest(self) -> bool:
-        """Return True when every joint is still (v == 0)."""
-        return bool(np.all(self.v == 0.0))
 
     # -- output -----------------------------------------------------------------------
 
@@ -605,16 +562,6 @@ class GroupTracker:
         self._held = result.q
         return result.q
 
-    def brake(self, time: float) -> Command:
-        """Step toward rest for the time elapsed at the acceleration limits, within every limit."""
-        dt = float(time) - self.time
-        if not dt > 0.0:
-            return self.command_now()
-        self.q, self.v = self.stepper.braked(self.q, self.v, dt)
-        self.time = float(time)
-        self.feed.forget()
-        return self.command_now()
-
     def _brake_to_rest(self, time: float) -> Command:
         self.brake(time)
         if self.at_rest():
@@ -623,10 +570,3 @@ class GroupTracker:
             if self.mode == Mode.TRAJECTORY:
                 self._restart_all(time)
         return self.command_now()
-
-    def skip_to(self, time: float) -> None:
-        """Move the clock to ``time`` without motion (only at rest)."""
-        if np.any(self.v != 0.0):
-            raise InvalidInputError('skip_to: the joints are moving; step them instead')
-        self.time = max(self.time, float(time))
-        self.feed.forget()

@@ -34,16 +34,14 @@ from typing import List, Optional, Tuple
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.base import IKResult, IKSolver
-from ik_node.core.kernels import limits
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.arrival import Arrival
 # TrackerConfig and ACCELERATION_RANGE are also public here (their first home).
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
-from ik_node.core.motion.costs import TickCosts
-from ik_node.core.motion.feedforward import GoalVelocity
 from ik_node.core.motion.goals import GoalSelector
-from ik_node.core.motion.limiting import HoldReport, LimitingStep
+from ik_node.core.motion.joints import JointMotion
+from ik_node.core.motion.limiting import HoldReport
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
@@ -71,7 +69,7 @@ ARRIVED = 1e-12
 SAME_POSE = 1e-9
 
 
-class MotionTracker:
+class MotionTracker(JointMotion):
     """Targets in, joint commands out (see the module docstring).
 
     Args:
@@ -96,23 +94,7 @@ class MotionTracker:
     def __init__(self, chain: Chain, solver: IKSolver, config: TrackerConfig, q0,
                  time: float, velocity=None, backend: str = 'auto', worker=None):
         """Start at rest (or at ``velocity``) at q0, with no target but the current pose."""
-        self.chain = chain
-        self.config = config.check(chain.n)
-        q0 = chain.check_q(q0, 'q0')
-        if not chain.within_limits(q0):
-            raise InvalidInputError(f'q0: {q0.tolist()} is outside the joint limits of '
-                                    f'{chain.joint_names}')
-        self.q0 = q0.copy()
-        self.q = q0.copy()
-        self.v = np.zeros(chain.n) if velocity is None else np.array(velocity, dtype=np.float64)
-        self.time = float(time)
-        #: Wall-clock time per part of the current tick (MotionSession times whole ticks).
-        self.costs = TickCosts()
-        #: The one maker of joint commands: every limit and the margin (limiting.py).
-        self.stepper = LimitingStep(chain, self.config.accelerations(chain.n), limits,
-                                    self.costs)
-        #: Brake to rest before going on (the clock went back).
-        self.stop_first = False
+        self._start_joints(chain, config, q0, time, velocity)
         self.drift = PostureDrift(chain, self.config.posture)
         self.workspace = WorkspaceSphere(chain.reach_bound())   # far targets pulled in
         self.goals = GoalSelector(chain, solver, worker)
@@ -127,7 +109,6 @@ class MotionTracker:
         self.mode = self._pose_mode()
         self.twists = TwistInput()
         self._has_target = False   # a target, twist or reset came (else: hold where it is)
-        self.feed = GoalVelocity(chain.velocity)   # the goal's velocity, fed forward
         self._stop_q = self.q
         #: Progress toward the target; rest and paths when there is none (route.py).
         self.recovery = Recovery(chain)
@@ -196,10 +177,6 @@ class MotionTracker:
                                      self.target, self.mode, self.goals.target_result,
                                      blocked, self.time, None if held is None else held.q,
                                      self.goals.seeking)
-
-    def command_now(self) -> Command:
-        """Return the last command given (the initial state before any)."""
-        return Command(self.q.copy(), self.v.copy(), self.time)
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -295,19 +272,13 @@ class MotionTracker:
         headed for the newest target, or, before any target came, holding
         where the arm is (it does not go to q0 by itself).
         """
-        q = np.clip(self.chain.check_q(q_measured, 'q_measured'), self.chain.lower,
-                    self.chain.upper)
-        v = np.zeros(self.chain.n) if v_measured is None else \
-            np.array(v_measured, dtype=np.float64)
-        if v.shape != q.shape or not np.all(np.isfinite(v)):
-            v = np.zeros(self.chain.n)
-        np.clip(v, -self.chain.velocity, self.chain.velocity, out=v)
-        self.q, self.v, self.time = q, v, float(time)
+        self.q, self.v = self.measured_state(q_measured, v_measured)
+        self.time = float(time)
         self.goals.forget_fallback()
         self.recovery.forget()
         self.feed.forget()
         if not self._has_target:
-            self.target = self.chain.forward(q)
+            self.target = self.chain.forward(self.q)
         if self.mode == Mode.TRAJECTORY:
             self._restart_trajectory(time)
         elif self.mode == Mode.TWIST:
@@ -355,25 +326,6 @@ class MotionTracker:
     def _pose_mode(self) -> Mode:
         """Return the mode of pose targets: a trajectory with smoothing (not for a look-at)."""
         return Mode.for_poses(self.config.smoothing and self.solver.task.smooth)
-
-    @property
-    def accelerations(self) -> FloatArray:
-        """The acceleration limits (n,) of the configuration, chain order (before any cap)."""
-        return np.array(self.config.accelerations(self.chain.n))
-
-    def cap_accelerations(self, cap) -> None:
-        """Use at most ``cap`` (n,) as acceleration limits (a jerk stage's bound; inf: none).
-
-        A lowered limit applies as the limiting step allows (braking).
-        """
-        self.stepper.a_cap = np.array(cap, dtype=np.float64)
-        self.stepper.use_accelerations(np.minimum(self.accelerations, self.stepper.a_cap),
-                                       self.at_rest())
-
-    @property
-    def braking(self) -> bool:
-        """Return True while the joints brake to rest first (lowered limits, clock back)."""
-        return self.stepper.a_next is not None or self.stop_first
 
     def stop_then_resume(self, time: float) -> None:
         """Come to a controlled stop, then go on toward the target from where the arm stopped.
@@ -482,21 +434,6 @@ class MotionTracker:
             self.trajectory.reset(self.target[:3, 3], matrix_to_quaternion(self.target[:3, :3]),
                                   time)
 
-    def brake(self, time: float) -> Command:
-        """Step toward rest for the time elapsed, at the acceleration limits, within every limit.
-
-        The stream's braking tail (:mod:`ik_node.core.motion.stream`): the limiting
-        step with no goal. The goal's velocity is forgotten (the next command
-        follows its goal from rest, not from a feed-forward that no longer holds).
-        """
-        dt = float(time) - self.time
-        if not dt > 0.0:
-            return self.command_now()
-        self.q, self.v = self.stepper.braked(self.q, self.v, dt)
-        self.time = float(time)
-        self.feed.forget()
-        return self.command_now()
-
     def _brake_to_rest(self, time: float) -> Command:
         """Brake to rest at the old limits; at rest, apply lowered ones and go on (see above)."""
         if self.mode == Mode.TWIST:
@@ -508,13 +445,6 @@ class MotionTracker:
             if self.mode == Mode.TRAJECTORY:
                 self._restart_trajectory(time)   # from where it stopped
         return self.command_now()
-
-    def skip_to(self, time: float) -> None:
-        """Move the clock to ``time`` without motion (only at rest: the joints stay put)."""
-        if np.any(self.v != 0.0):
-            raise InvalidInputError('skip_to: the joints are moving; step them instead')
-        self.time = max(self.time, float(time))
-        self.feed.forget()
 
     def _move_twist_target(self, time: float) -> None:
         """Integrate the held twist into the target up to ``time`` or its expiry (then release)."""
@@ -537,10 +467,6 @@ class MotionTracker:
         """Ask the worker the newest target's question from the current command."""
         aim = self.goals.solver.aim_within_reach(self.target)
         self.goals.ask_target(self.target, aim, self.q, self.pole)
-
-    def at_rest(self) -> bool:
-        """Return True when every joint is still (v == 0)."""
-        return bool(np.all(self.v == 0.0))
 
     def _arrived(self, goal: FloatArray) -> bool:
         return bool(np.all(np.abs(self.q - goal) <= ARRIVED) and np.all(self.v == 0.0))
