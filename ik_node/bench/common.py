@@ -110,3 +110,25 @@ def cell(value):
 def print_measures(items, out=None):
     """Print (name, value) pairs as a Markdown table of formatted cells."""
     print_table(['measure', 'value'], [(k, cell(v)) for k, v in items], out)
+
+
+def real_time_ticks(period: float, seconds: float, late: list):
+    """Yield the clock (s from the start) at each tick of ``period`` for ``seconds``, in real time.
+
+    Each tick is started on its period's instant (a sleep until then); how
+    late it started (s) is appended to ``late``, the last one's too (the tick
+    that ends the run, not yielded).
+    """
+    started = time.perf_counter()
+    k = 0
+    while True:
+        due = started + k * period
+        k += 1
+        wait = due - time.perf_counter()
+        if wait > 0.0:
+            time.sleep(wait)
+        now = time.perf_counter() - started
+        late.append(max(0.0, now - (due - started)))
+        if now >= seconds:
+            return
+        yield now

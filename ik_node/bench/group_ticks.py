@@ -25,7 +25,8 @@ import math
 import time
 from typing import List
 
-from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
+from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title, \
+    real_time_ticks
 from ik_node.bench.corpus import corpus_path
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.ik.stacked import EndEffector, JointUnion, StackedIK
@@ -110,18 +111,7 @@ def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
     session, stacked, pairs = session_of(robot, directory, backend)
     ticks, late, ends = [], [], []
     phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
-    started = time.perf_counter()
-    k = 0
-    while True:
-        due = started + k * PERIOD
-        k += 1
-        wait = due - time.perf_counter()
-        if wait > 0.0:
-            time.sleep(wait)
-        now = time.perf_counter() - started
-        late.append(max(0.0, now - (due - started)))
-        if now >= seconds:
-            break
+    for now in real_time_ticks(PERIOD, seconds, late):
         if now >= phase_end:
             if not streaming:   # a phase of one pair ends: where are the hands?
                 ends.append(session.arrival(now).state)

@@ -21,7 +21,8 @@ import time
 from typing import List, Optional
 
 from ik_node.bench import scenes
-from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
+from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title, \
+    real_time_ticks
 from ik_node.bench.ik import BUNDLED
 from ik_node.core.ik.task import Task, TASK_NAMES
 from ik_node.core.motion.costs import PARTS
@@ -47,18 +48,7 @@ def drive(arm: scenes.Arm, seconds: float, obstacles: int, rng: np.random.Genera
     ticks, late, parts = [], [], []
     phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
     try:
-        started = time.perf_counter()
-        k = 0
-        while True:
-            due = started + k * scenes.PERIOD
-            k += 1
-            wait = due - time.perf_counter()
-            if wait > 0.0:
-                time.sleep(wait)
-            now = time.perf_counter() - started
-            late.append(max(0.0, now - (due - started)))
-            if now >= seconds:
-                break
+        for now in real_time_ticks(scenes.PERIOD, seconds, late):
             if now >= phase_end:
                 streaming, phase_end = not streaming, now + PHASE_S
                 found = scenes.free_target(arm, rng)

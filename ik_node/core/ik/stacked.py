@@ -348,7 +348,7 @@ class StackedIK:
         self._descend(split, q, q, self.union.lower, self.union.upper)
 
     def follow(self, targets: Sequence, q: FloatArray, iterations: int,
-               locked_at: Optional[FloatArray] = None, timed: bool = False) -> FloatArray:
+               timed: bool = False) -> FloatArray:
         """Return (N,) the joints a few LM iterations from q take toward every target.
 
         A motion step's goal (the tracker's, each tick): one bounded descent
@@ -361,7 +361,6 @@ class StackedIK:
             targets: one pose (4, 4) per end effector, base frame (checked by the caller).
             q: (N,) joints now, union order, within the limits.
             iterations: the most LM iterations, >= 1.
-            locked_at: (N,) where locked joints stay (default q).
             timed: each joint's move also costs its time at its speed limit
                 (``timing_scale``): a slow joint (a torso lift at 0.07 m/s beside
                 arm joints at 2 rad/s) moves only where the fast ones cannot
@@ -371,9 +370,8 @@ class StackedIK:
         """
         self.warm_up()
         split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
-        at = q if locked_at is None else locked_at
-        lower = np.where(self.locked, at, self.union.lower)
-        upper = np.where(self.locked, at, self.union.upper)
+        lower = np.where(self.locked, q, self.union.lower)   # a locked joint stays where it is
+        upper = np.where(self.locked, q, self.union.upper)
         scale = self._timed_scale if timed else None
         return self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations,
                              scale)[0]

@@ -41,14 +41,12 @@ from dataclasses import dataclass
 import time as _time
 from typing import List, Optional, Tuple
 
-from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.joints import JointMotion
-from ik_node.core.motion.limiting import HoldReport
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
 from ik_node.core.motion.teleop import TwistInput
@@ -233,17 +231,6 @@ class GroupTracker(JointMotion):
     def names(self) -> List[str]:
         """The end effectors' names, in their order."""
         return [lane.name for lane in self.lanes]
-
-    @property
-    def guard(self) -> Optional[CollisionGuard]:
-        """The collision constraint of the step (None: nothing checked)."""
-        return self.stepper.guard
-
-    @guard.setter
-    def guard(self, guard: Optional[CollisionGuard]) -> None:
-        """Check every step against ``guard`` (a model of the union's links; None: none)."""
-        self.stepper.guard = guard
-        self.stepper.report = HoldReport()
 
     @property
     def has_target(self) -> bool:

@@ -10,14 +10,15 @@ one LimitingStep, braked to rest at the acceleration limits, taken from a
 measured state within the limits. :class:`JointMotion` is that part, once.
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
+from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.kernels import limits
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.costs import TickCosts
 from ik_node.core.motion.feedforward import GoalVelocity
-from ik_node.core.motion.limiting import LimitingStep
+from ik_node.core.motion.limiting import HoldReport, LimitingStep
 from ik_node.core.motion.status import Command
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +60,21 @@ class JointMotion:
                                     self.costs)
         self.stop_first = False
         self.feed = GoalVelocity(chain.velocity)
+
+    @property
+    def guard(self) -> Optional[CollisionGuard]:
+        """The collision constraint of the step (None: no geometry, nothing checked)."""
+        return self.stepper.guard
+
+    @guard.setter
+    def guard(self, guard: Optional[CollisionGuard]) -> None:
+        """Check every step against ``guard`` (None: none): :meth:`use_guard`."""
+        self.use_guard(guard)
+
+    def use_guard(self, guard: Optional[CollisionGuard]) -> None:
+        """Check every step against ``guard`` (None: none); what held the steps starts anew."""
+        self.stepper.guard = guard
+        self.stepper.report = HoldReport()
 
     def command_now(self) -> Command:
         """Return the last command given (the initial state before any)."""

@@ -41,7 +41,6 @@ from ik_node.core.motion.arrival import Arrival
 from ik_node.core.motion.config import ACCELERATION_RANGE, TrackerConfig  # noqa: F401
 from ik_node.core.motion.goals import GoalSelector
 from ik_node.core.motion.joints import JointMotion
-from ik_node.core.motion.limiting import HoldReport
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.posture import PostureDrift
 from ik_node.core.motion.route import Recovery
@@ -118,16 +117,9 @@ class MotionTracker(JointMotion):
 
     # -- state ------------------------------------------------------------------------
 
-    @property
-    def guard(self) -> Optional[CollisionGuard]:
-        """The collision constraint of the step (None: no geometry, nothing checked)."""
-        return self.stepper.guard
-
-    @guard.setter
-    def guard(self, guard: Optional[CollisionGuard]) -> None:
+    def use_guard(self, guard: Optional[CollisionGuard]) -> None:
         """Check every step against ``guard``; the worker prefers free solutions (None: none)."""
-        self.stepper.guard = guard
-        self.stepper.report = HoldReport()
+        super().use_guard(guard)
         self.goals.guard = guard
 
     @property
