@@ -189,3 +189,19 @@ def test_planned_positions_run_from_the_current_segment_to_the_newest_key():
         np.testing.assert_array_equal(planned, known[len(known) - len(planned):])
         known = list(planned)
     np.testing.assert_array_equal(traj.planned_positions(), [keys[-1]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0), min_size=4, max_size=4).filter(
+    lambda v: np.linalg.norm(v) > 0.1), st.booleans())
+def test_a_key_where_the_trajectory_rests_is_a_duplicate_whatever_its_orientation(v, flip):
+    """The key the pose at rest is: no move (a 3e-8 rad rounding once made it a 0.2 s one).
+
+    A tracker restarting a lane at rest at its target adds such a key; as a
+    move it held the lane's verdict at 'moving' for 0.2 s (issue 52's poles).
+    """
+    q = np.array(v) / np.linalg.norm(v)
+    p = np.array([0.3, -0.2, 0.5])
+    traj = CartesianTrajectory(p, q, 0.0)
+    assert traj.add_key(0.1, p, -q if flip else q) == 'duplicate'
+    assert traj.sample(0.1).at_rest

@@ -381,9 +381,16 @@ class CartesianTrajectory:
 
 
 def _angle(a: FloatArray, b: FloatArray) -> float:
-    """Rotation angle between two unit quaternions, radians in [0, pi]."""
-    d = abs(float(a @ b))
-    return 2.0 * math.atan2(math.sqrt(max(1.0 - d * d, 0.0)), d)
+    """Rotation angle between two unit quaternions, radians in [0, pi].
+
+    ``4 atan2(|a - b|, |a + b|)`` (b's sign taken nearer a): twice the angle
+    between the two as 4-vectors, exact 0 for equal ones. The form from
+    ``|a . b|`` (``2 atan2(sqrt(1 - d^2), d)``) gave 3e-8 rad for a
+    quaternion and itself (d rounds to 1 - 1e-16), so a key equal to the
+    last one was not a duplicate and started a 0.2 s move to where it was.
+    """
+    b = b if float(a @ b) >= 0.0 else -b
+    return 4.0 * math.atan2(float(np.linalg.norm(a - b)), float(np.linalg.norm(a + b)))
 
 
 def _extrapolated(start: _Key, end: _Key) -> _Key:
