@@ -21,8 +21,24 @@ least-squares step of minimal norm in z; the rows' columns scaled by
 for the same help. A locked joint does not move at all (its range shrunk
 to where it is).
 
+**Elbow poles.** An end effector's chain may have more joints than its task
+needs (a 7-joint arm holding a 6-D pose keeps one: the elbow's swivel). A
+pole point turns that freedom toward it: after the tasks' steps, one step in
+the null space of every task's rows moves the elbow (the origin of a joint
+of the chain: ``EndEffector.elbow``, by default the fourth free joint from
+the tip, an arm's elbow flexion; only joints of its own chain move: not a
+torso several chains share) toward the pole (:meth:`StackedIK.toward_poles`:
+Gauss-Newton on the elbow-to-pole distance, within that null space, a
+parabola along the step, the tasks met again after it). On a shoulder-elbow-
+wrist arm the elbow moves on a circle about the shoulder-wrist line, and its
+point nearest the pole is the one in the plane of the line and the pole:
+the closed form's swivel toward a pole. The tasks come first: a step that
+leaves the tasks' summed error above what it was (or the tolerance's square),
+or does not bring the elbow nearer, is not taken.
+
 Joints (N,) in the union's order (rad, m); targets (4, 4) in the common base
-frame, one per end effector, in the order given.
+frame, one per end effector, in the order given; poles (3,) in the same
+frame, m, one per end effector or None.
 """
 
 from dataclasses import dataclass
@@ -48,15 +64,89 @@ FloatArray = npt.NDArray[np.float64]
 DEFAULT_TIMEOUT_S = {'numba': 0.02, 'numpy': 0.2}
 # Two joints of the same name in two chains are one joint when their limits agree this well.
 SAME_LIMIT = 1e-9
+# An elbow moves at most this far toward its pole per step, m.
+POLE_STEP = 0.05
+# A pole step that would move every elbow less than this is not taken: at rest, m.
+POLE_REST = 1e-6
+# Directions of the tasks' rows with a singular value below this fraction of the
+# largest are free (the null space the pole steps move in).
+NULL_RTOL = 1e-6
+# LM iterations that meet the tasks again after a pole step (its second-order drift).
+POLE_CORRECTIONS = 3
+# Halvings of a pole step that does not bring the elbows nearer (after the tasks are met again).
+POLE_HALVINGS = 3
+# Pole steps a full solve refines its joints with, at most.
+POLE_REFINEMENTS = 30
 
 
 @dataclass(frozen=True)
 class EndEffector:
-    """One end effector: its name, its chain from the common base, its task."""
+    """One end effector: its name, its chain from the common base, its task, its elbow.
+
+    ``elbow`` names the free joint of the chain whose origin a pole turns
+    (module docstring); '' is the fourth free joint from the tip
+    (:func:`elbow_joint`).
+    """
 
     name: str
     chain: Chain
     task: Task = POSE
+    elbow: str = ''
+
+
+def elbow_joint(chain: Chain, name: str = '') -> Optional[str]:
+    """Return the free joint whose origin is the chain's elbow, or None (fewer than 4 joints).
+
+    Args:
+        chain: the end effector's chain.
+        name: a free joint of the chain ('' : the fourth free joint from the
+            tip, the elbow flexion of 7-joint arms (iiwa, Panda, Baxter, PR2,
+            TIAGo, G1), with or without a torso before them).
+
+    Raises:
+        InvalidInputError: ``name`` is not a free joint of the chain.
+
+    """
+    if name:
+        if name not in chain.joint_names:
+            raise InvalidInputError(f'elbow: {name!r} is not a free joint of the chain to '
+                                    f'{chain.tip_link} ({", ".join(chain.joint_names)})')
+        return name
+    return chain.joint_names[-4] if chain.n >= 4 else None
+
+
+class _Elbow:
+    """The origin of one free joint of a chain and its (3, n) Jacobian (a pole's point)."""
+
+    def __init__(self, chain: Chain, joint: str):
+        self.chain = chain
+        self.joint = joint
+        movable = [j.name for j in chain.joints if j.type != 'fixed']
+        self.frame = movable.index(joint)
+        tables = chain.fk_tables
+        m = self.frame + 1
+        self._axis = np.array(tables.axis[:m], dtype=np.float64).reshape(m, 3)
+        self._prismatic = np.array(tables.prismatic[:m], dtype=bool)
+        self._driver = np.array(tables.driver[:m], dtype=np.int64)
+        self._mult = np.array(tables.mult[:m], dtype=np.float64)
+
+    def point_and_jacobian(self, q: FloatArray) -> Tuple[FloatArray, FloatArray]:
+        """Return the elbow point (3,) and its (3, n) Jacobian at the chain's joints q (n,).
+
+        Column k is the elbow's velocity per unit speed of free joint k, base
+        frame: ``z x (e - o)`` of each movable frame up to the elbow's (axis z
+        through o), ``z`` for a prismatic one, mimic followers added to their
+        leader's column; joints after the elbow do not move it.
+        """
+        frames, _, _ = self.chain.frames(q.tolist())
+        m = self.frame + 1
+        f = np.array(frames[:m], dtype=np.float64)
+        point = f[-1, 9:12].copy()
+        z = np.einsum('jab,jb->ja', f[:, :9].reshape(m, 3, 3), self._axis)
+        lin = np.where(self._prismatic[:, None], z, np.cross(z, point - f[:, 9:12]))
+        jac = np.zeros((3, self.chain.n))
+        np.add.at(jac.T, self._driver, lin * self._mult[:, None])
+        return point, jac
 
 
 class JointUnion:
@@ -166,6 +256,11 @@ class JointUnion:
         return 0.5 * (lo + hi)
 
 
+def _elapsed(start: float) -> float:
+    """Return the wall-clock time since ``start`` (perf_counter), s."""
+    return time.perf_counter() - start
+
+
 @dataclass(frozen=True)
 class StackedResult:
     """Outcome of a stacked solve.
@@ -251,6 +346,12 @@ class StackedIK:
         self._scratch = [(k.rows(e.chain.movable, 12), k.rows(e.chain.n, 6)) for e in effectors]
         self._unit = np.ones(6)
         self._warm = False
+        self._shared = np.array([name in self.union.shared() for name in self.union.names],
+                                dtype=bool)
+        self.elbows: List[Optional[_Elbow]] = []
+        for e in effectors:
+            joint = elbow_joint(e.chain, e.elbow)
+            self.elbows.append(None if joint is None else _Elbow(e.chain, joint))
 
     def _weights(self, joint_weights) -> FloatArray:
         """Return (N,) the joint weights of the argument (module docstring), checked."""
@@ -275,12 +376,15 @@ class StackedIK:
 
     # -- public -----------------------------------------------------------------------------
 
-    def solve(self, targets: Sequence, q_reference=None) -> StackedResult:
+    def solve(self, targets: Sequence, q_reference=None, poles=None) -> StackedResult:
         """Solve every end effector's task at its target together, near q_reference.
 
         Args:
             targets: one pose (4, 4) per end effector, in their order, base frame.
             q_reference: (N,) the seed (default: mid-limits), union order.
+            poles: per end effector a pole point (3,) or None (default none):
+                a solution that meets every task is then refined by pole steps
+                (:meth:`toward_poles`, at most POLE_REFINEMENTS, within the budget).
 
         Returns:
             StackedResult: the first attempt that meets every task, else the one
@@ -324,6 +428,9 @@ class StackedIK:
             hi = np.where(np.isfinite(upper), upper, seed_in + math.pi)
             initial = rng.uniform(lo, hi)
         _, q, residuals = best
+        if poles is not None and self._all_met(residuals):
+            q = self._refine_toward_poles(split, q, poles, lower, upper, start)
+            residuals = self._evaluate(split, q)[0]
         errors = tuple(e.task.errors_of(np.asarray(r)) for e, r in zip(self.effectors, residuals))
         met = [self._converged(e.task.code, r) for e, r in zip(self.effectors, residuals)]
         reason = '' if all(met) else 'not met: ' + '; '.join(
@@ -376,6 +483,46 @@ class StackedIK:
         return self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations,
                              scale)[0]
 
+    def toward_poles(self, targets: Sequence, q: FloatArray, poles, step: float = POLE_STEP,
+                     timed: bool = False, joint_step=None) -> FloatArray:
+        """Return (N,) the joints one pole step from q (N,) takes (module docstring).
+
+        Args:
+            targets: one pose (4, 4) per end effector, base frame.
+            q: (N,) joints, union order, within the limits.
+            poles: per end effector a pole point (3,), base frame, m, or None.
+            step: each elbow moves at most this far, m (at most POLE_STEP).
+            timed: the joints' scale of :meth:`follow`'s ``timed``.
+            joint_step: (N,) the most each joint may move, the step scaled down
+                as a whole to it (default: ``max_step`` each).
+
+        Each end effector's elbow takes its own step, one after the other,
+        and only its chain's own joints move (not another arm's, nor a torso
+        several chains share; the tasks' corrections after it too).
+
+        Returns:
+            q itself when no step is taken: no pole, no free direction, every
+            elbow already nearest its pole (a step under POLE_REST), or steps
+            that would raise the tasks' error or not bring the elbows nearer.
+
+        """
+        split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
+        q = np.asarray(q, dtype=np.float64)
+        lower = np.where(self.locked, q, self.union.lower)
+        upper = np.where(self.locked, q, self.union.upper)
+        return self._arms_toward_poles(split, q, poles, lower, upper,
+                                       self._timed_scale if timed else self._scale,
+                                       min(max(float(step), 0.0), POLE_STEP), joint_step)
+
+    def elbow_points(self, q: FloatArray) -> List[Optional[FloatArray]]:
+        """Return per end effector its elbow point (3,) at union joints q (N,), base frame.
+
+        None for an end effector whose chain has no elbow (fewer than 4 joints).
+        """
+        return [None if elbow is None else elbow.point_and_jacobian(
+            np.asarray(q, dtype=np.float64)[cols])[0]
+            for elbow, cols in zip(self.elbows, self.union.columns)]
+
     @property
     def _timed_scale(self) -> FloatArray:
         """Return (N,) the joints' scale with their speed limits in (follow's ``timed``).
@@ -408,6 +555,146 @@ class StackedIK:
     def forward(self, q: FloatArray) -> List[FloatArray]:
         """Return each end effector's tip pose (4, 4) at union joints q (N,)."""
         return [e.chain.forward(q[cols]) for e, cols in zip(self.effectors, self.union.columns)]
+
+    # -- poles ---------------------------------------------------------------------------
+
+    def _pole_rows(self, q: FloatArray, poles) -> Optional[Tuple[FloatArray, FloatArray]]:
+        """Return (elbow-minus-pole (3k,), its Jacobian (3k, N)) of the k poles, or None."""
+        gaps, rows = [], []
+        for elbow, cols, pole in zip(self.elbows, self.union.columns, poles):
+            if elbow is None or pole is None:
+                continue
+            point, jac = elbow.point_and_jacobian(q[cols])
+            block = np.zeros((3, self.union.n))
+            block[:, cols] = jac
+            gaps.append(point - np.asarray(pole, dtype=np.float64))
+            rows.append(block)
+        if not gaps:
+            return None
+        return np.concatenate(gaps), np.vstack(rows)
+
+    def _pole_distance(self, q: FloatArray, poles) -> float:
+        """Return the summed squared elbow-to-pole distances at q, m^2."""
+        found = self._pole_rows(q, poles)
+        return 0.0 if found is None else float(found[0] @ found[0])
+
+    def _arms_toward_poles(self, split, q: FloatArray, poles, lower: FloatArray,
+                           upper: FloatArray, scale: FloatArray, step: float,
+                           joint_step=None) -> FloatArray:
+        """Return q after each arm's pole step (toward_poles), q itself when none is taken."""
+        if len(poles) != len(self.effectors):
+            raise InvalidInputError(f'poles: expected {len(self.effectors)} (one per end '
+                                    f'effector, None for none), received {len(poles)}')
+        for k, pole in enumerate(poles):   # each arm's own joints: one after the other
+            if pole is None:
+                continue
+            own = [pole if i == k else None for i in range(len(poles))]
+            mine = np.zeros(self.union.n, dtype=bool)
+            mine[self.union.columns[k]] = True
+            mine &= ~self._shared   # nor a torso several chains share
+            q = self._pole_step(split, q, own, np.where(mine, lower, q), np.where(mine, upper, q),
+                                scale, step, joint_step)
+        return q
+
+    def _pole_step(self, split, q: FloatArray, poles, lower: FloatArray, upper: FloatArray,
+                   s: FloatArray, cap: float = POLE_STEP, joint_step=None) -> FloatArray:
+        """Return the joints one pole step from q takes (toward_poles), q when none is taken.
+
+        The way is Gauss-Newton's on the elbow-to-pole distances within the
+        null space of every task's rows (:meth:`_pole_direction`). How far: at
+        most ``cap`` of elbow motion (m), ``joint_step`` (N,) of each joint's
+        and the way left: Newton's along the path (a first length's squared
+        gap after the tasks are met again, POLE_CORRECTIONS LM iterations: the
+        null space is flat only to first order, and an elbow far from its pole
+        on a circle would overshoot a linear step). A length that does not
+        bring the elbows nearer, or leaves a met task unmet (an unmet one's
+        error higher), is halved, at most POLE_HALVINGS times.
+        """
+        found = self._pole_direction(split, q, poles, lower, upper, s)
+        if found is None:
+            return q
+        gap, per_metre, slope, value, met = found
+        most = self.max_step if joint_step is None else np.asarray(joint_step, dtype=np.float64)
+        by_joints = 1.0 / max(float(np.max(np.abs(per_metre) / most)), 1e-300)
+
+        def longest(way: float) -> float:
+            """Return the elbow motion this step may take, m, with ``way`` (m) left."""
+            return min(cap, way, by_joints)
+
+        def projected(length: float) -> Tuple[float, FloatArray]:
+            """Return the squared gap after ``length`` (m) of elbow motion, corrected (inf)."""
+            q1 = np.clip(q + length * per_metre, lower, upper)
+            q2 = self._descend(split, q1, q1, lower, upper, POLE_CORRECTIONS, s, at_least=1)[0]
+            residuals, _, _, error = self._evaluate(split, q2)
+            if not self._all_met(residuals) if met else error > value:
+                return math.inf, q2   # the tasks come first
+            return self._pole_distance(q2, poles), q2
+
+        first = longest(math.inf)
+        if not first > POLE_REST:
+            return q
+        f0 = float(gap @ gap)
+        f1, q_t = projected(first)
+        bend = f1 - f0 - slope * first
+        way = math.inf if not (math.isfinite(f1) and bend > 0.0) else \
+            -slope * first * first / (2.0 * bend)   # Newton's along the path
+        length = longest(way)
+        if not length > POLE_REST:
+            return q   # the elbows are as near as the tasks let them be
+        if length < first:
+            f1, q_t = projected(length)
+        for _ in range(POLE_HALVINGS):
+            if f1 < f0:
+                return q_t
+            length *= 0.5
+            if not length > POLE_REST:
+                break
+            f1, q_t = projected(length)
+        return q_t if f1 < f0 else q
+
+    def _pole_direction(self, split, q: FloatArray, poles, lower: FloatArray, upper: FloatArray,
+                        s: FloatArray) -> Optional[tuple]:
+        """Return the pole step's way at q, or None (no pole, no free direction, at rest).
+
+        Gauss-Newton on the elbows' gaps to their poles (3k,) within the null
+        space of every task's rows (scaled joints ``s``, a locked or shared
+        joint not free). Returns (the gaps (3k,), the joints' motion (N,) per
+        metre of the elbows' along it, the squared gaps' slope per metre, the
+        tasks' summed error at q, whether every task is met at q).
+        """
+        found = self._pole_rows(q, poles)
+        if found is None:
+            return None
+        gap, jac = found
+        free = np.where(upper > lower, s, 0.0)   # a joint pinned (upper = lower) does not move
+        residuals, rots, poss, value = self._evaluate(split, q)
+        a = self._rows(split, q, residuals, rots, poss)[0] * free
+        _, sv, vt = np.linalg.svd(a, full_matrices=True)
+        rank = int(np.sum(sv > NULL_RTOL * max(float(sv[0]) if len(sv) else 0.0, 1.0)))
+        basis = vt[rank:].T
+        if basis.shape[1] == 0:
+            return None
+        m = (jac * free) @ basis
+        y = -np.linalg.lstsq(m, gap, rcond=1e-9)[0]
+        move = m @ y
+        size = float(np.linalg.norm(move))
+        if not size > POLE_REST:
+            return None
+        return gap, free * (basis @ y) / size, 2.0 * float(gap @ move) / size, value, \
+            self._all_met(residuals)
+
+    def _refine_toward_poles(self, split, q: FloatArray, poles, lower: FloatArray,
+                             upper: FloatArray, start: float) -> FloatArray:
+        """Return q after pole steps until none is taken, POLE_REFINEMENTS or the budget."""
+        for _ in range(POLE_REFINEMENTS):
+            if _elapsed(start) > self.timeout_s:
+                break
+            nearer = self._arms_toward_poles(split, q, poles, lower, upper, self._scale,
+                                             POLE_STEP)
+            if nearer is q:
+                break
+            q = nearer
+        return q
 
     # -- one attempt ---------------------------------------------------------------------
 
@@ -456,12 +743,14 @@ class StackedIK:
 
     def _descend(self, split, q0: FloatArray, q_ref: FloatArray, lower: FloatArray,
                  upper: FloatArray, iterations: Optional[int] = None,
-                 scale: Optional[FloatArray] = None):
+                 scale: Optional[FloatArray] = None, at_least: int = 0):
         """Run one LM attempt from q0; return (q, all met, cost, iterations, residuals).
 
         As kernels.lm.descend, on the stacked rows, in the weights' scaled joints;
         at most ``iterations`` (default max_iterations); ``scale`` (N,): the
-        joints' scale (default the weights').
+        joints' scale (default the weights'); ``at_least`` iterations even
+        where every task is met (a pole step's correction: errors within the
+        tolerance would otherwise add up over the steps).
         """
         cap = self.max_iterations if iterations is None else iterations
         lm = self._kernels.lm
@@ -471,7 +760,7 @@ class StackedIK:
         damping = DAMPING_START
         history = [value]
         for it in range(cap):
-            if self._all_met(residuals):
+            if it >= at_least and self._all_met(residuals):
                 return q, True, value, it, residuals
             a, rhs = self._rows(split, q, residuals, rots, poss)
             a = np.ascontiguousarray(a * s)

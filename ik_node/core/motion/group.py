@@ -26,10 +26,13 @@ on one chain).
 A held twist moves its end effector's target instead (teleoperation, as one
 arm's: scaled to the tip speed limits, a dead-man after ``twist_timeout``,
 the target leading the tip by at most half a second of the twist; the tip
-speeds of every teleoperated end effector kept). With a collision guard (a
-model of every driven link: the arms, the torso, each other) each step keeps
-the margin as one arm's does, the goal slid in joint space. Not here (yet):
-elbow poles, the free solutions, searches and paths of one arm's recovery.
+speeds of every teleoperated end effector kept). An end effector's elbow pole
+(a point, base frame) turns its arm's spare freedom toward it, each tick one
+step in the null space of every task (StackedIK.follow's ``poles``). With a
+collision guard (a model of every driven link: the arms, the torso, each
+other) each step keeps the margin as one arm's does, the goal slid in joint
+space. Not here (yet): the free solutions, searches and paths of one arm's
+recovery.
 A goal at a local minimum of the summed error (targets that cannot all be
 met) is the current joints: the arm rests there, and each end effector's
 verdict says how far it is.
@@ -46,6 +49,7 @@ from ik_node.core.ik.stacked import EndEffector, StackedIK
 from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
+from ik_node.core.motion.elbows import ElbowPath
 from ik_node.core.motion.joints import JointMotion
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
@@ -69,6 +73,17 @@ FOLLOW_ITERATIONS = 3
 ARRIVED = 1e-12
 # Local steps that move no joint more than this (rad, m) toward final targets have stalled.
 STALLED = 1e-9
+# The source of a goal turned toward the poles (fed forward as the step to it).
+POLES = 'poles'
+# Pole steps made ahead of the elbows' playback per tick, each at most WAYPOINT_STEP
+# (m) of elbow and WAYPOINT_JOINT_STEP (rad, m) of any joint's motion: the chord
+# between two waypoints leaves the hands' targets by ~ |dq|^2 L / 8 (12 µm on a 1 m arm).
+WAYPOINTS_PER_TICK = 2
+WAYPOINT_STEP = 0.005
+WAYPOINT_JOINT_STEP = 0.01
+# A pole step that moves every elbow less than this (m) ends the way: its joints'
+# motion is then mostly the tasks' corrections, not a way to go.
+WAYPOINT_LEAST = 1e-4
 
 
 @dataclass(frozen=True)
@@ -98,9 +113,9 @@ class GroupArrival:
     """Every end effector against its target (:meth:`GroupTracker.arrival`).
 
     Attributes:
-        state: 'moving' while any joint moves; else 'arrived' when every end
-            effector with a target arrived, 'unreachable' when one did not,
-            'holding' before any target.
+        state: 'moving' while any joint moves or an elbow turns to its pole; else
+            'arrived' when every end effector with a target arrived, 'unreachable'
+            when one did not, 'holding' before any target.
         effectors: one EffectorArrival per end effector, in their order.
 
     """
@@ -140,6 +155,7 @@ class _Lane:
         self.target = tip
         self.asked = tip   # the target as asked (``target``: pulled into the reach)
         self.has_target = False
+        self.pole: Optional[FloatArray] = None   # its elbow's pole point (3,), base frame
         self.twists = TwistInput()   # a held twist moves ``target`` (teleoperation)
         self.trajectory = CartesianTrajectory(
             tip[:3, 3], matrix_to_quaternion(tip[:3, :3]), time,
@@ -218,6 +234,9 @@ class GroupTracker(JointMotion):
         # of (asked once per set of targets), else None.
         self._held: Optional[FloatArray] = None
         self._asked = False
+        # The elbows' way to their poles at final targets (_along_elbow_path), else None.
+        self._elbow_path: Optional[ElbowPath] = None
+        self._elbow_velocity = np.zeros(union.n)
         self.set_backend(backend)
 
     # -- state ------------------------------------------------------------------------
@@ -248,9 +267,17 @@ class GroupTracker(JointMotion):
         return self.lanes[0].target
 
     @property
-    def pole(self) -> None:
-        """No elbow pole: the stacked solve has none."""
-        return None
+    def pole(self) -> Optional[FloatArray]:
+        """Return the first end effector's pole point (3,), base frame, m, or None.
+
+        As MotionTracker.pole (a session's pole_target).
+        """
+        return self.lanes[0].pole
+
+    @property
+    def poles(self) -> List[Optional[FloatArray]]:
+        """Each end effector's elbow pole (3,), base frame, m, or None."""
+        return [lane.pole for lane in self.lanes]
 
     def lane_index(self, name: str) -> int:
         """Return the index of end effector ``name`` (InvalidInputError: not one of them)."""
@@ -270,7 +297,8 @@ class GroupTracker(JointMotion):
         """Return every end effector against its target at (q, v) (N,) (default: the command)."""
         q = self.q if q is None else np.asarray(q, dtype=np.float64)
         v = self.v if v is None else np.asarray(v, dtype=np.float64)
-        still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and \
+        turning = self._elbow_path is not None and not self._elbow_path.finished
+        still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and not turning and \
             not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
                     for lane in self.lanes)
         asked = [lane.asked for lane in self.lanes]
@@ -330,10 +358,24 @@ class GroupTracker(JointMotion):
             return 'accepted'
         return lane.trajectory.add_key(time, target[:3, 3], matrix_to_quaternion(target[:3, :3]))
 
-    def set_pole(self, pole) -> None:
-        """Refuse an elbow pole (InvalidInputError): the stacked solve has none."""
+    def set_pole(self, pole, effector: Optional[str] = None) -> None:
+        """Set (or clear, None) end effector ``effector``'s elbow pole (3,), base frame, m.
+
+        Its elbow turns toward the point as far as every task leaves it free
+        (default the first end effector).
+
+        Raises:
+            InvalidInputError: an unknown end effector, or not a finite point (nothing changes).
+
+        """
+        lane = self.lanes[0 if effector is None else self.lane_index(effector)]
         if pole is not None:
-            raise InvalidInputError('pole_target: not used with several end effectors')
+            pole = np.array(pole, dtype=np.float64)
+            if pole.shape != (3,) or not np.all(np.isfinite(pole)):
+                raise InvalidInputError(f'{lane.name}/pole_target: expected a finite point (3,), '
+                                        f'received {pole!r}')
+        lane.pole = pole
+        self._forget_held()
 
     def set_twist(self, time: float, linear, angular, body: bool = False,
                   effector: Optional[str] = None) -> None:
@@ -442,9 +484,14 @@ class GroupTracker(JointMotion):
         lane.trajectory.add_key(time, lane.target[:3, 3],
                                 matrix_to_quaternion(lane.target[:3, :3]))
 
+    def _poles(self) -> Optional[List[Optional[FloatArray]]]:
+        """Return each end effector's pole (None each without), or None when none has one."""
+        poles = self.poles
+        return poles if any(p is not None for p in poles) else None
+
     def _forget_held(self) -> None:
         """Let the local steps lead again (new targets, a new state): a full solve may be asked."""
-        self._held, self._asked = None, False
+        self._held, self._asked, self._elbow_path = None, False, None
 
     def _restart_all(self, time: float) -> None:
         self.feed.forget()
@@ -487,15 +534,18 @@ class GroupTracker(JointMotion):
             self._move_twist_target(lane, float(time))
         teleoperated = [lane for lane in teleoperated if lane.teleoperated]
         started = _clock()
-        goal, source = self._goal(float(time), self.q if reference is None else reference)
+        goal, source = self._goal(float(time), self.q if reference is None else reference, dt)
         if np.all(np.abs(goal - self.q) <= ARRIVED):
             goal = self.q
         stepping = _clock()
         self.costs.add('goal', stepping - started)
         tips = None if not teleoperated else \
             (lambda x: [lane.tip(x) for lane in teleoperated])
+        goal_v = self.feed.of(goal, float(time), source)
+        if source == (self.mode, POLES):   # the elbows' path's own velocity
+            goal_v = self._elbow_velocity
         self.q, self.v = self.stepper.step_within_tip_speeds(
-            self.q, self.v, goal, self.feed.of(goal, float(time), source), dt,
+            self.q, self.v, goal, goal_v, dt,
             None if tips is None else (self.config.max_linear_speed,
                                        self.config.max_angular_speed), tips=tips)
         self.costs.add('limits', _clock() - stepping)
@@ -509,8 +559,13 @@ class GroupTracker(JointMotion):
             self._restart_all(time)
         return self.command_now()
 
-    def _goal(self, time: float, reference: FloatArray) -> Tuple[FloatArray, Optional[tuple]]:
-        """Return (joints (N,) to head for at ``time``, the source that moves them or None)."""
+    def _goal(self, time: float, reference: FloatArray,
+              dt: float) -> Tuple[FloatArray, Optional[tuple]]:
+        """Return (joints (N,) to head for at ``time``, the source that moves them or None).
+
+        ``dt`` (s) is the motion step's: an elbow turns toward its pole at most
+        at the tip speed limit (``max_linear_speed``) over it.
+        """
         if self.mode == Mode.RESET:
             return self.q0, None
         smooth = self.mode == Mode.TRAJECTORY
@@ -523,10 +578,53 @@ class GroupTracker(JointMotion):
             return self._held, None
         start = np.clip(np.asarray(reference, dtype=np.float64), self.chain.lower,
                         self.chain.upper)
+        poles = self._poles()
+        if poles is not None and final:
+            return self._along_elbow_path(poses, start, poles, dt)
         goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True)
         if final:
             return self._unstalled(poses, start, goal), None
         return goal, (self.mode,)
+
+    def _along_elbow_path(self, poses: List[FloatArray], start: FloatArray,
+                          poles: List[Optional[FloatArray]],
+                          dt: float) -> Tuple[FloatArray, Optional[tuple]]:
+        """Return (the goal on the elbows' way to their poles, its source) (_goal's).
+
+        At final targets with poles the elbows go their way as an
+        :class:`ElbowPath`: from the tasks met from ``start``, WAYPOINTS_PER_TICK
+        pole steps are made ahead each tick (each at most WAYPOINT_STEP of elbow
+        and WAYPOINT_JOINT_STEP of joint motion), and the path is played within
+        the joints' limits; at its end the goal rests there.
+        """
+        path = self._elbow_path
+        if path is None:
+            first = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True)
+            path = self._elbow_path = ElbowPath(first, self.chain.velocity,
+                                                self.stepper.a_max,
+                                                self.config.max_linear_speed)
+        for _ in range(WAYPOINTS_PER_TICK):
+            if path.done:
+                break
+            ahead = self.solver.toward_poles(poses, path.last, poles, WAYPOINT_STEP, timed=True,
+                                             joint_step=WAYPOINT_JOINT_STEP)
+            moved = self._elbows_moved(path.last, ahead)
+            if ahead is path.last or not moved > WAYPOINT_LEAST:
+                path.finish()
+                break
+            path.extend(ahead, moved, dt)
+        point, self._elbow_velocity = path.advance(dt)
+        if path.finished:
+            return path.last, None
+        return point, (self.mode, POLES)
+
+    def _elbows_moved(self, before: FloatArray, after: FloatArray) -> float:
+        """Return the farthest any elbow moves from joints ``before`` to ``after`` (N,), m."""
+        moved = 0.0
+        for a, b in zip(self.solver.elbow_points(before), self.solver.elbow_points(after)):
+            if a is not None and b is not None:
+                moved = max(moved, float(np.linalg.norm(b - a)))
+        return moved
 
     def _unstalled(self, poses: List[FloatArray], start: FloatArray,
                    goal: FloatArray) -> FloatArray:
@@ -543,7 +641,7 @@ class GroupTracker(JointMotion):
                 all(self.solver.met(poses, goal)):
             return goal
         self._asked = True
-        result = self.solver.solve(poses, q_reference=start)
+        result = self.solver.solve(poses, q_reference=start, poles=self._poles())
         if not result.success:
             return goal
         self._held = result.q

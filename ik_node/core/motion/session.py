@@ -189,6 +189,11 @@ class MotionSession:
         """Aim the elbow at the base-frame point ``pole`` (3,), m; None: no pole."""
         self.tracker.set_pole(pole)
 
+    def pole_of(self, effector: str, pole: Optional[FloatArray]) -> None:
+        """Aim end effector ``effector``'s elbow at ``pole`` (3,), base frame, m (a group's)."""
+        group = cast('GroupTracker', self.tracker)
+        group.set_pole(pole, effector)
+
     def twist(self, now: float, linear, angular, body: bool = False) -> None:
         """Move the tip at (linear m/s, angular rad/s), base frame (tip frame when ``body``)."""
         self.tracker.set_twist(self._plan_time(now), linear, angular, body)
