@@ -13,8 +13,11 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
   ``<name>.tool_axis``, ``<name>.command_topic``;
 * topics ``~/<name>/target_pose`` (PoseStamped), ``~/<name>/target_point``
   (PointStamped, for position and look_at), in any link frame the driven
-  joints place, and ``~/<name>/target_twist`` (TwistStamped: teleoperation
-  of that end effector, a body twist in its tip frame);
+  joints place, ``~/<name>/target_twist`` (TwistStamped: teleoperation
+  of that end effector, a body twist in its tip frame) and
+  ``~/<name>/pole_target`` (PointStamped: its elbow turns toward the point
+  while the hands hold their targets; ``<name>.elbow_joint`` names the
+  elbow, by default the fourth joint from the tip);
 * with ``command_output: joint_trajectory``, its own JointTrajectory on
   ``<name>.command_topic`` (default ``/<name>_controller/joint_trajectory``)
   with its chain's joints, a joint shared with an earlier end effector left
@@ -27,8 +30,8 @@ With ``collision_checking`` the collision model holds every driven link
 the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
 disabled. With ``target_marker``, one RViz handle per end effector
 (ik_node.ros.group_handles). Not with several end effectors (said at
-start-up, or refused with one line): elbow poles (no topic),
-position_array, a model from the robot_description topic, another solver.
+start-up, or refused with one line): position_array, a model from the
+robot_description topic, another solver.
 """
 
 import re
@@ -38,7 +41,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped
 from ik_node.core.errors import IKError
-from ik_node.core.ik.stacked import EndEffector, StackedIK
+from ik_node.core.ik.stacked import elbow_joint, EndEffector, StackedIK
 from ik_node.core.model.frames import UnionFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.group import GroupTracker
@@ -66,6 +69,8 @@ EFFECTOR_PARAMETERS = (
     ('tool_axis', Parameter.Type.DOUBLE_ARRAY, 'its tool axis, tip frame (axis, look_at)'),
     ('command_topic', '', "joint_trajectory: its controller's topic "
      "('' = /<name>_controller/joint_trajectory)"),
+    ('elbow_joint', '', "the joint whose origin ~/<name>/pole_target turns ('' = the fourth "
+     'from the tip)'),
 )
 DIAGNOSTICS_PERIOD_S = 0.5
 HANDLES_PERIOD_S = 0.05
@@ -180,7 +185,6 @@ class GroupFront:
         if not node.collision.checking:
             node.get_logger().warning('several end effectors: collision is not checked (the '
                                       'arms are not kept apart)')
-        node.get_logger().info('several end effectors: elbow poles are not served')
         self._handles_due: Optional[float] = None
         if node.get_parameter('target_marker').value:
             server = MarkerServer(node, '~/target_marker', node._guarded(node._on_handle))
@@ -231,8 +235,15 @@ class GroupFront:
                 raise StartupError(f'end effector {name}: {exc}') from None
             task, line = task_for(chain, node.get_parameter(f'{name}.task').value,
                                   node.params.value(f'{name}.tool_axis', {}))
-            out.append(EndEffector(name, chain, task))
-            lines.append(f'{name}: {line}')
+            chosen = node.get_parameter(f'{name}.elbow_joint').value
+            try:
+                elbow = elbow_joint(chain, chosen)
+            except IKError as exc:
+                raise StartupError(f'{name}.elbow_joint: {exc}') from None
+            out.append(EndEffector(name, chain, task, chosen))
+            lines.append(f'{name}: {line}; ' + (
+                f'~/{name}/pole_target turns the elbow at {elbow}' if elbow else
+                f'no elbow (fewer than 4 joints): ~/{name}/pole_target is not used'))
         return out, lines
 
     def _backend(self) -> str:
@@ -304,6 +315,10 @@ class GroupFront:
             node._named_topic('end_effectors', node.create_subscription, TwistStamped,
                               f'~/{name}/target_twist',
                               node._guarded(self._twist_callback(name)), twist_qos)
+            node._named_topic('end_effectors', node.create_subscription, PointStamped,
+                              f'~/{name}/pole_target',
+                              node._guarded(self._pole_callback(name)),
+                              node.params.target_qos())
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -316,6 +331,24 @@ class GroupFront:
         def on_target_point(msg: PointStamped):
             self._take(name, msg, True)
         return on_target_point
+
+    def _pole_callback(self, name: str):
+        def on_pole_target(msg: PointStamped):
+            self._take_pole(name, msg)
+        return on_pole_target
+
+    def _take_pole(self, name: str, msg: PointStamped) -> None:
+        """Validate a pole of end effector ``name`` (any link frame) and hand it on."""
+        node = self._node
+        try:
+            pole = check_point(msg, frames_at(self.frames, node.session.q))
+        except RejectedMessage as exc:
+            node.rejected[exc.reason] += 1
+            node.get_logger().warning(f'{name}: pole rejected: {exc}',
+                                      throttle_duration_sec=1.0)
+            return
+        node.poles_received += 1
+        node.session.pole_of(name, pole)
 
     def _twist_callback(self, name: str):
         def on_target_twist(msg: TwistStamped):

@@ -79,8 +79,9 @@ PARAMETERS: Tuple[Param, ...] = (
     Param('tool_axis', DOUBLES, 'the tool axis in the tip frame, for axis and look_at (empty: '
           'z)', fixed=True),
     Param('end_effectors', STRINGS, 'several end effectors solved together, each with '
-          '<name>.tip_link, .base_link, .task, .tool_axis, .command_topic and topics '
-          '~/<name>/target_pose, ~/<name>/target_point (empty: one, base_link to tip_link)',
+          '<name>.tip_link, .base_link, .task, .tool_axis, .command_topic, .elbow_joint and '
+          'topics ~/<name>/target_pose, ~/<name>/target_point, ~/<name>/target_twist, '
+          '~/<name>/pole_target (empty: one, base_link to tip_link)',
           fixed=True),
     Param('joint_weights', STRINGS, "with end_effectors: 'joint:weight', weight in (0, 1]: a "
           'lighter joint (a torso) moves only where the others need it', fixed=True),

@@ -163,6 +163,7 @@ def test_hands_asked_to_be_far_apart_rest_and_say_how_far_and_a_bad_target_is_co
     ({'left.task': 'gaze'}, 'task: expected one of pose, position, orientation, axis, look_at'),
     ({'command_output': 'position_array', 'feedback_topic': '/joint_states'},
      'position_array: not built for several end effectors'),
+    ({'left.elbow_joint': 'no_joint'}, "left.elbow_joint: elbow: 'no_joint' is not a free joint"),
 ])
 def test_a_bad_group_configuration_stops_the_node_at_start_up_with_one_line(
         more, message, capfd):
@@ -214,6 +215,63 @@ def test_a_twist_on_one_hands_topic_moves_that_hand_and_the_other_holds():
         twist.header.frame_id = 'no_such_link'
         rejected = node.rejected['wrong_frame']
         assert wait_until(lambda: (twist_pub.publish(twist),
+                                   node.rejected['wrong_frame'] > rejected)[1], 5.0, spin_once)
+
+
+def test_a_pole_on_one_hands_topic_turns_that_elbow_and_both_hands_hold():
+    """The PR2's left elbow turned a quarter turn toward a pole given in another link's frame.
+
+    Judged from every joint state that reaches the client, by the raw
+    description's FK: both hands hold their poses all the way (0.2 mm), the
+    right arm does not move (to rounding), the left elbow ends on the pole's side; a pole in
+    a frame the model does not have is refused and counted.
+    """
+    name = 'pr2'
+    raw = RawModel((URDF_CORPUS / 'external' / f'{name}.urdf').read_text())
+    start = [0.2, 0.6, 0.2, 0.5, -0.9, -1.2, -0.8, 0.3, -0.5, 0.3, -0.4, -1.0, 0.8, -0.7, -0.2]
+    params = params_of(name, initial_positions=start)
+    base, frame = params['base_link'], 'torso_lift_link'
+    with in_process_ik_node(params) as (node, client, spin_once):
+        view = Client(client, spin_once)
+        pole_pub = client.create_publisher(PointStamped, '/ik_node/left/pole_target', 10)
+        assert wait_until(lambda: pole_pub.get_subscription_count() > 0, 10.0, spin_once)
+        before = view.joints()
+        hands0 = [raw.pose(base, params[f'{n}.tip_link'], before) for n in ('left', 'right')]
+        # The elbow E circles the shoulder-wrist line S-W (PR2's arm: axes meeting at the
+        # shoulder and the wrist); the pole: a quarter turn about it, twice as far out.
+        s, elbow0, w = (raw.pose(base, link, before)[:3, 3] for link in
+                        ('l_shoulder_lift_link', 'l_elbow_flex_link', 'l_wrist_flex_link'))
+        u = (w - s) / np.linalg.norm(w - s)
+        centre = s + ((elbow0 - s) @ u) * u
+        radius = elbow0 - centre
+        pole = centre + 2.0 * np.cross(u, radius)
+        in_frame = np.linalg.inv(raw.pose(base, frame, before)) @ np.append(pole, 1.0)
+        msg = PointStamped()
+        msg.header.frame_id = frame
+        msg.point.x, msg.point.y, msg.point.z = (float(v) for v in in_frame[:3])
+        count = len(view.states)
+        pole_pub.publish(msg)
+        assert wait_until(lambda: len(view.states) > count + 100 and all(
+            not any(state.velocity) for state in view.states[-50:]), 20.0, spin_once)
+        worst = 0.0
+        for state in view.states[count:]:
+            joints = dict(zip(state.name, state.position))
+            for n, hand0 in zip(('left', 'right'), hands0):
+                hand = raw.pose(base, params[f'{n}.tip_link'], joints)
+                worst = max(worst, float(np.linalg.norm(hand[:3, 3] - hand0[:3, 3])),
+                            angle(hand, hand0))
+        assert worst < 2e-4, worst
+        after = view.joints()
+        assert all(abs(after[j] - before[j]) < 1e-12 for j in after if j.startswith('r_'))
+        elbow1 = raw.pose(base, 'l_elbow_flex_link', after)[:3, 3]
+        # Turned to the pole's side: as near as the circle comes, |radius| (sqrt(5) |radius|
+        # before), give or take the arm's small offsets.
+        assert np.linalg.norm(elbow1 - pole) < 1.05 * np.linalg.norm(radius), \
+            (np.linalg.norm(elbow1 - pole), np.linalg.norm(radius))
+        assert node.poles_received == 1
+        msg.header.frame_id = 'no_such_link'
+        rejected = node.rejected['wrong_frame']
+        assert wait_until(lambda: (pole_pub.publish(msg),
                                    node.rejected['wrong_frame'] > rejected)[1], 5.0, spin_once)
 
 
