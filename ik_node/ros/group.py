@@ -21,8 +21,10 @@ motion step, shared joints such as a torso once, ``joint_weights`` and
 * with ``command_output: joint_trajectory``, its own JointTrajectory on
   ``<name>.command_topic`` (default ``/<name>_controller/joint_trajectory``)
   with its chain's joints, a joint shared with an earlier end effector left
-  to that one's controller; with ``joint_states``, one JointState of every
-  driven joint;
+  to that one's controller; with ``position_array``, its own
+  Float64MultiArray of those joints (default ``/<name>_controller/commands``),
+  every end effector's from one sample of the plan at the array timer's
+  instant; with ``joint_states``, one JointState of every driven joint;
 * its verdict in ``/diagnostics`` (one status per end effector).
 
 With ``collision_checking`` the collision model holds every driven link
@@ -30,8 +32,8 @@ With ``collision_checking`` the collision model holds every driven link
 the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
 disabled. With ``target_marker``, one RViz handle per end effector
 (ik_node.ros.group_handles). Not with several end effectors (said at
-start-up, or refused with one line): position_array, a model from the
-robot_description topic, another solver.
+start-up, or refused with one line): a model from the robot_description
+topic, another solver.
 """
 
 import re
@@ -57,6 +59,7 @@ from ik_node.ros.parameters import initial_positions, StartupError, task_for
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 # An end effector's name: a token of a topic name (~/<name>/target_pose) and a parameter prefix.
@@ -67,8 +70,8 @@ EFFECTOR_PARAMETERS = (
     ('base_link', '', "the chain's first link ('' = base_link; every chain from the same one)"),
     ('task', '', "what of its target counts ('' = pose, or position below 6 joints)"),
     ('tool_axis', Parameter.Type.DOUBLE_ARRAY, 'its tool axis, tip frame (axis, look_at)'),
-    ('command_topic', '', "joint_trajectory: its controller's topic "
-     "('' = /<name>_controller/joint_trajectory)"),
+    ('command_topic', '', "joint_trajectory / position_array: its controller's topic "
+     "('' = /<name>_controller/joint_trajectory or /<name>_controller/commands)"),
     ('elbow_joint', '', "the joint whose origin ~/<name>/pole_target turns ('' = the fourth "
      'from the tip)'),
 )
@@ -196,10 +199,6 @@ class GroupFront:
     def _refuse_unbuilt(self) -> None:
         """Raise StartupError for a setting the group mode does not serve."""
         node = self._node
-        if node.output == 'position_array':
-            raise StartupError('command_output position_array: not built for several end '
-                               'effectors; use joint_trajectory (one controller each) or '
-                               'joint_states')
         if node.params.value('command_joint_order', {}):
             raise StartupError('command_joint_order: with end_effectors, each controller gets '
                                "its end effector's joints in chain order")
@@ -279,21 +278,30 @@ class GroupFront:
         """Return (publisher, encoder) per output: one JointState, or one per controller."""
         node = self._node
         clock = node.get_clock().clock_type
+        self.arrays: List[Tuple[object, List[int]]] = []   # position_array: (publisher, joints)
         if node.output == 'joint_states':
             self._described_outputs = [(node.command_topic, None, list(union.names))]
             return [(node.command_pub, JointStatesEncoder(union.names, range(union.n),
                                                           node.epoch_ns, clock))]
         outputs, self._described_outputs = [], []
+        arrays = node.output == 'position_array'
         for effector, group in zip(self.effectors, command_groups(self.effectors, union)):
             if not group:
                 continue
             name = effector.name
             topic = node.get_parameter(f'{name}.command_topic').value or \
-                f'/{name}_controller/joint_trajectory'
+                f'/{name}_controller/{"commands" if arrays else "joint_trajectory"}'
+            if arrays and topic.rstrip('/').endswith('/joint_trajectory'):
+                raise StartupError(f'{name}.command_topic {topic}: a joint_trajectory_controller'
+                                   "'s topic, and command_output is position_array: set it to "
+                                   "the forward controller's commands topic")
             pub = node._named_topic(f'{name}.command_topic', node.create_publisher,
-                                    JointTrajectory, topic, 10)
-            outputs.append((pub, JointTrajectoryEncoder(union.names, group, node.epoch_ns,
-                                                        clock)))
+                                    Float64MultiArray if arrays else JointTrajectory, topic, 10)
+            if arrays:   # sent by the node's array timer (send_arrays)
+                self.arrays.append((pub, list(group)))
+            else:
+                outputs.append((pub, JointTrajectoryEncoder(union.names, group, node.epoch_ns,
+                                                            clock)))
             self._described_outputs.append((topic, None, [union.names[k] for k in group]))
         return outputs
 
@@ -398,8 +406,18 @@ class GroupFront:
 
     # -- outputs ----------------------------------------------------------------------------
 
+    def send_arrays(self, now: float, due: float) -> None:
+        """position_array: each controller's joints of one sample of the plan (s, s).
+
+        The plan is sampled once, at ``due`` (the array timer's instant,
+        CommandStream.send), so every controller gets the same instant.
+        """
+        q = self._node.session.plan.send(now, due)
+        for pub, group in self.arrays:
+            pub.publish(Float64MultiArray(data=[float(q[k]) for k in group]))
+
     def publish(self, stamp, now: float) -> None:
-        """Publish the plan on each command output."""
+        """Publish the plan on each command output (position_array: none here, send_arrays)."""
         stream = self._node.session.plan
         for pub, encoder in self.outputs:
             pub.publish(encoder.message(stream, stamp, now))

@@ -494,6 +494,9 @@ class IKNode(Node):
         if self.stream is None or not self._arrays_flow():
             return
         stamp, now = self._instant()
+        if self.group is not None:
+            self.group.send_arrays(now, self._array_due(now))
+            return
         self.command_pub.publish(self.encoder.message(self.stream, stamp, now,
                                                       self._array_due(now)))
 

@@ -27,9 +27,10 @@ the stand-in runs on a clock this many seconds ahead of the system clock
 (negative: behind), as a controller on the robot's own computer does: it
 validates and samples the node's stamps, and stamps its joint states, on it.
 
-``--group TOPIC N`` (repeated, trajectory mode): one controller manager
-with several joint_trajectory_controllers, as two arms usually have
-(``left_arm_controller``, ``right_arm_controller``): each takes the next N of
+``--group TOPIC N`` (repeated): one controller manager with several
+controllers, as two arms usually have (``left_arm_controller``,
+``right_arm_controller``): joint_trajectory_controllers in trajectory mode,
+forward_position_controllers in position mode; each takes the next N of
 ``--joints`` on its own topic and mock hardware; one broadcaster publishes
 every joint; ``~/written`` carries every joint (a controller that wrote
 nothing in a cycle: its hardware's state).
@@ -134,22 +135,32 @@ class StandIn:
         node.create_timer(1.0 / args.rate, self.update)
 
     def _groups(self, args, q0) -> None:
-        """One trajectory controller per group of joints, each on its topic and hardware."""
+        """One controller per group of joints (the mode's kind), each on its topic and hardware."""
         counts = [int(n) for _, n in args.group]
-        if args.mode != 'trajectory' or sum(counts) != len(self.joints) or args.lag > 0.0:
-            raise SystemExit('--group: trajectory mode, mock hardware, the counts summing to '
-                             'the joints')
+        if sum(counts) != len(self.joints) or args.lag > 0.0:
+            raise SystemExit('--group: mock hardware, the counts summing to the joints')
         start, parts = 0, []
         for (topic, _), n in zip(args.group, counts):
             hw = MockHardware(q0[start:start + n])
-            controller = TrajectoryController(self.joints[start:start + n], args.rate, hw)
-            self.node.create_subscription(JointTrajectory, topic,
-                                          self._trajectory_callback(controller), 10)
+            joints = self.joints[start:start + n]
+            if args.mode == 'trajectory':
+                controller = TrajectoryController(joints, args.rate, hw)
+                self.node.create_subscription(JointTrajectory, topic,
+                                              self._trajectory_callback(controller), 10)
+            else:
+                controller = ForwardController(joints, args.rate, hw)
+                self.node.create_subscription(Float64MultiArray, topic,
+                                              self._array_callback(controller), 10)
             self.controllers.append(controller)
             parts.append(hw)
             start += n
         self.hw = Hardwares(parts)
         self.controller = self.controllers[0]
+
+    def _array_callback(self, controller):
+        def on_array(msg):
+            controller.receive(list(msg.data), self.now())
+        return on_array
 
     def _trajectory_callback(self, controller):
         def on_trajectory(msg):

@@ -161,8 +161,9 @@ def test_hands_asked_to_be_far_apart_rest_and_say_how_far_and_a_bad_target_is_co
     ({'joint_weights': ['no_joint:0.5']}, 'joint_weights: not joints of the end effectors'),
     ({'locked_joints': ['no_joint']}, 'locked: not joints of the end effectors'),
     ({'left.task': 'gaze'}, 'task: expected one of pose, position, orientation, axis, look_at'),
-    ({'command_output': 'position_array', 'feedback_topic': '/joint_states'},
-     'position_array: not built for several end effectors'),
+    ({'command_output': 'position_array', 'feedback_topic': '/joint_states',
+      'left.command_topic': '/left_arm_controller/joint_trajectory'},
+     'left.command_topic /left_arm_controller/joint_trajectory: a joint_trajectory_controller'),
     ({'left.elbow_joint': 'no_joint'}, "left.elbow_joint: elbow: 'no_joint' is not a free joint"),
 ])
 def test_a_bad_group_configuration_stops_the_node_at_start_up_with_one_line(

@@ -9,8 +9,10 @@ file), commanding a stand-in controller manager in another process
 (test/helpers/controller_standin.py ``--group``): one emulated
 joint_trajectory_controller per arm on mock hardware, each on its own
 topic, and one joint_state_broadcaster of every joint, which the node
-follows. Judged on what the controllers wrote and broadcast, by the raw
-description's own forward kinematics (oracle.RawModel):
+follows. The same with ``ik_node_position_array.yaml`` and each arm's
+forward_position_controller topic set (``<name>.command_topic``). Judged
+on what the controllers wrote and broadcast, by the raw description's own
+forward kinematics (oracle.RawModel):
 
 * both hands reach their targets together, the shared torso one joint;
 * each controller gets its own joints only, and refuses nothing;
@@ -48,6 +50,9 @@ PARAMS = yaml.safe_load(CONFIG.read_text())['/**']['ros__parameters']
 NAMES = PARAMS['end_effectors']
 # Met: by the oracle's FK of the broadcast joints (m, rad).
 MET_M, MET_RAD = 1e-4, 1e-3
+# position_array: each arm's forward_position_controller.
+ARRAY_TOPICS = {'left': '/left_forward_controller/commands',
+                'right': '/right_forward_controller/commands'}
 
 
 def union_of():
@@ -64,30 +69,42 @@ def angle(a, b):
 class TwoArms:
     """The node and a two-controller stand-in on one fresh domain, with the node's client."""
 
-    def __init__(self, start):
-        """Start the stand-in at ``start`` (N,) and the node as the launch file would."""
+    def __init__(self, start, output='joint_trajectory', folder=None):
+        """Start the stand-in at ``start`` (N,) and the node as the launch file would.
+
+        ``position_array``: a user's params file in ``folder`` sets each arm's
+        forward controller topic, after the bundled ones.
+        """
         self.chains, self.union = union_of()
         left_n = len(self.chains[0].joint_names)
         domain = unique_domain_id()
+        self.topics = {n: PARAMS[f'{n}.command_topic'] for n in NAMES} \
+            if output == 'joint_trajectory' else ARRAY_TOPICS
         args = [sys.executable, str(MOCK), '--joints', *self.union.names, '--initial',
-                *(str(v) for v in start), '--mode', 'trajectory',
-                '--group', PARAMS['left.command_topic'], str(left_n),
-                '--group', PARAMS['right.command_topic'], str(self.union.n - left_n)]
+                *(str(v) for v in start), '--mode',
+                'trajectory' if output == 'joint_trajectory' else 'position',
+                '--group', self.topics['left'], str(left_n),
+                '--group', self.topics['right'], str(self.union.n - left_n)]
         self.mock = subprocess.Popen(args, env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.mock_output = OutputDrain(self.mock.stdout)
         # As the launch file: the robot's config, then params_file, then the model and floor.
         extra = ['--params-file', str(CONFIG), '--params-file',
-                 str(ROOT / 'config' / 'ros2_control' / 'ik_node_joint_trajectory.yaml')]
-        self.node = NodeUnderTest({'urdf_path': str(URDF),
-                                   'obstacles_file': str(ROOT / 'config' / 'obstacles' /
-                                                         'floor.yaml')},
-                                  extra_args=extra, joint_topic='/joint_states', domain=domain)
+                 str(ROOT / 'config' / 'ros2_control' / f'ik_node_{output}.yaml')]
+        params = {'urdf_path': str(URDF),
+                  'obstacles_file': str(ROOT / 'config' / 'obstacles' / 'floor.yaml')}
+        if output == 'position_array':
+            mine = Path(folder) / 'arrays.yaml'
+            mine.write_text(yaml.safe_dump({'/**': {'ros__parameters': {
+                f'{n}.command_topic': topic for n, topic in ARRAY_TOPICS.items()}}}))
+            extra += ['--params-file', str(mine)]
+        self.node = NodeUnderTest(params, extra_args=extra, joint_topic='/joint_states',
+                                  domain=domain)
         client = self.node.client
         self.messages = {n: [] for n in NAMES}
+        kind = JointTrajectory if output == 'joint_trajectory' else Float64MultiArray
         for n in NAMES:
-            client.create_subscription(JointTrajectory, PARAMS[f'{n}.command_topic'],
-                                       self.messages[n].append, 1000)
+            client.create_subscription(kind, self.topics[n], self.messages[n].append, 1000)
         self.written, self.rejected = [], []
         client.create_subscription(Float64MultiArray, '/controller_standin/written',
                                    lambda m: self.written.append(np.array(m.data[1:])), 10000)
@@ -123,7 +140,8 @@ class TwoArms:
         return code
 
 
-def test_two_arms_on_a_torso_reach_their_targets_through_two_controllers():
+@pytest.mark.parametrize('output', ['joint_trajectory', 'position_array'])
+def test_two_arms_on_a_torso_reach_their_targets_through_two_controllers(output, tmp_path):
     chains, union = union_of()
     raw = RawModel(URDF.read_text())
     initial = np.array(PARAMS['initial_positions'])
@@ -132,7 +150,7 @@ def test_two_arms_on_a_torso_reach_their_targets_through_two_controllers():
     goal = np.clip(initial + rng.uniform(-0.25, 0.25, union.n), union.lower, union.upper)
     values = dict(zip(union.names, goal))
     targets = {n: raw.pose(PARAMS['base_link'], PARAMS[f'{n}.tip_link'], values) for n in NAMES}
-    loop = TwoArms(start)
+    loop = TwoArms(start, output, tmp_path)
     try:
         assert loop.node.wait(lambda: len(loop.node.joints) > 5 and all(
             p.get_subscription_count() > 0 for p in loop.target_pubs.values()), 60.0), \
@@ -159,8 +177,12 @@ def test_two_arms_on_a_torso_reach_their_targets_through_two_controllers():
         left = [union.names[0]] + chains[0].joint_names[1:]
         right = chains[1].joint_names[1:]
         assert loop.messages['left'] and loop.messages['right']
-        assert all(list(m.joint_names) == left for m in loop.messages['left'])
-        assert all(list(m.joint_names) == right for m in loop.messages['right'])
+        if output == 'joint_trajectory':
+            assert all(list(m.joint_names) == left for m in loop.messages['left'])
+            assert all(list(m.joint_names) == right for m in loop.messages['right'])
+        else:   # arrays carry no names: the count, and the controllers refused none
+            assert all(len(m.data) == len(left) for m in loop.messages['left'])
+            assert all(len(m.data) == len(right) for m in loop.messages['right'])
         assert not loop.rejected, loop.explain()
         written = np.array(loop.written)
         assert len(written) > 100
