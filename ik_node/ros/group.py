@@ -32,8 +32,9 @@ With ``collision_checking`` the collision model holds every driven link
 the obstacles (obstacles_file, ``~/obstacles``), with the SRDF's pairs
 disabled. With ``target_marker``, one RViz handle per end effector
 (ik_node.ros.group_handles). Not with several end effectors (said at
-start-up, or refused with one line): a model from the robot_description
-topic, another solver.
+start-up, or refused with one line): another solver; a second model on the
+robot_description topic (the first one builds the node, as the parameters'
+would; a later one is refused and logged: restart the node).
 """
 
 import re
@@ -59,7 +60,8 @@ from ik_node.ros.parameters import initial_positions, StartupError, task_for
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
-from std_msgs.msg import Float64MultiArray
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 # An end effector's name: a token of a topic name (~/<name>/target_pose) and a parameter prefix.
@@ -154,18 +156,65 @@ class GroupFront:
     """
 
     def __init__(self, node, names: Sequence[str]):
-        """Load the model, build the stacked solver and the session, make the topics."""
+        """Make the topics; build from the model of the parameters, else wait for the topic."""
         self._node = node
         self.names = list(names)
+        self.effectors: List[EndEffector] = []
+        self.outputs: List[tuple] = []
+        self.arrays: List[Tuple[object, List[int]]] = []   # position_array: (publisher, joints)
+        self.received: Dict[str, int] = dict.fromkeys(self.names, 0)
+        self._diagnostics_due: Optional[float] = None
+        self._handles_due: Optional[float] = None
         self._refuse_unbuilt()
+        self._subscribe()
+        self._diag_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
         text = self._description()
-        self.effectors, lines = self._effectors(text)
+        if text is not None:
+            self._build(text)
+            return
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE,
+                             history=HistoryPolicy.KEEP_LAST)
+        node.create_subscription(String, 'robot_description',
+                                 node._guarded(self._on_description), latched)
+        node.get_logger().info('waiting for the robot model on the robot_description topic')
+
+    def _on_description(self, msg: String) -> None:
+        """Build from the first model on the topic; a refused one is logged (and a later one)."""
+        node = self._node
+        if node.session is not None:
+            node.rejected['robot_description'] += 1
+            node.get_logger().error('robot_description: a new model is not taken with several '
+                                    'end effectors (restart the node); keeping the old one')
+            return
+        try:
+            self._build(msg.data)
+        except (IKError, StartupError) as exc:
+            node.rejected['robot_description'] += 1
+            node.get_logger().error(f'robot_description refused, waiting for another: {exc}')
+
+    def _build(self, text: str) -> None:
+        """Build the stacked solver, the session, outputs, collision and handles of URDF text.
+
+        Raises:
+            StartupError: the model does not serve the end effectors (nothing is kept).
+
+        """
+        node = self._node
+        effectors, lines = self._effectors(text)
+        self.effectors = effectors
         self.backend = self._backend()
-        self.stacked = self._stacked(self.backend)
-        union = self.stacked.union
-        q0 = initial_positions(union, node.params.value('initial_positions', {}))
-        self.stacked.warm_up()
-        tracker = GroupTracker(self.stacked, node.params.config(), q0, node.now_s(),
+        stacked = self._stacked(self.backend)
+        union = stacked.union
+        try:
+            q0 = initial_positions(union, node.params.value('initial_positions', {}))
+        except IKError as exc:
+            raise StartupError(str(exc)) from None
+        frames = UnionFrames([link_frames(text, e.chain) for e in effectors], union.columns)
+        self.outputs = self._outputs(union)
+        stacked.warm_up()
+        self.stacked = stacked
+        tracker = GroupTracker(stacked, node.params.config(), q0, node.now_s(),
                                backend=node.solvers.tracker_backend(), worker=node.worker)
         feedback = None if not node.feedback_topic else FeedbackPolicy(
             union.names, union.lower, union.upper, union.velocity,
@@ -174,21 +223,13 @@ class GroupFront:
                                      node.params.jerk(), budget_s=node.model.budget(),
                                      feedback=feedback, own_robot=node.output == 'joint_states')
         node.chain = union
-        self.frames = UnionFrames([link_frames(text, e.chain) for e in self.effectors],
-                                  union.columns)
-        node.frames = self.frames
-        self.outputs = self._outputs(union)
-        self._subscribe()
-        self.received: Dict[str, int] = dict.fromkeys(self.names, 0)
-        self._diagnostics_due: Optional[float] = None
-        self._diag_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.frames = node.frames = frames
         for line in lines + self._summary(union):
             node.get_logger().info(line)
         node.model.use_collision(text, union, self.frames, q0)
         if not node.collision.checking:
             node.get_logger().warning('several end effectors: collision is not checked (the '
                                       'arms are not kept apart)')
-        self._handles_due: Optional[float] = None
         if node.get_parameter('target_marker').value:
             server = MarkerServer(node, '~/target_marker', node._guarded(node._on_handle))
             node.handles = GroupHandles(server, node, time.monotonic, self.names)
@@ -203,14 +244,13 @@ class GroupFront:
             raise StartupError('command_joint_order: with end_effectors, each controller gets '
                                "its end effector's joints in chain order")
 
-    def _description(self) -> str:
-        """Return the URDF text of robot_description or urdf_path (StartupError: neither)."""
+    def _description(self) -> Optional[str]:
+        """Return the URDF text of robot_description or urdf_path (None: neither; the topic)."""
         node = self._node
         text = node.get_parameter('robot_description').value
         path = node.get_parameter('urdf_path').value
         if not (text or path):
-            raise StartupError('end_effectors: set robot_description or urdf_path (the '
-                               'robot_description topic is not read with several end effectors)')
+            return None
         try:
             return text if text else read_urdf_file(
                 path, node.params.value('xacro_arguments', {}) or ())
@@ -278,7 +318,6 @@ class GroupFront:
         """Return (publisher, encoder) per output: one JointState, or one per controller."""
         node = self._node
         clock = node.get_clock().clock_type
-        self.arrays: List[Tuple[object, List[int]]] = []   # position_array: (publisher, joints)
         if node.output == 'joint_states':
             self._described_outputs = [(node.command_topic, None, list(union.names))]
             return [(node.command_pub, JointStatesEncoder(union.names, range(union.n),
@@ -348,6 +387,8 @@ class GroupFront:
     def _take_pole(self, name: str, msg: PointStamped) -> None:
         """Validate a pole of end effector ``name`` (any link frame) and hand it on."""
         node = self._node
+        if self._no_model():
+            return
         try:
             pole = check_point(msg, frames_at(self.frames, node.session.q))
         except RejectedMessage as exc:
@@ -366,6 +407,8 @@ class GroupFront:
     def _take_twist(self, name: str, msg: TwistStamped) -> None:
         """Validate a twist of end effector ``name`` (its tip frame: a body twist); hand it on."""
         node = self._node
+        if self._no_model():
+            return
         effector = self.effectors[self.names.index(name)]
         try:
             if not effector.task.smooth:
@@ -384,6 +427,8 @@ class GroupFront:
     def _take(self, name: str, msg, point: bool) -> None:
         """Validate a target of end effector ``name`` and hand it to the session."""
         node = self._node
+        if self._no_model():
+            return
         task = self.effectors[self.names.index(name)].task
         try:
             if point:
@@ -403,6 +448,14 @@ class GroupFront:
         self.received[name] += 1
         node.targets_received += 1
         node.session.target_of(name, node.now_s(), pose)
+
+    def _no_model(self) -> bool:
+        """Return True (the message counted as rejected: no_model) before the model is built."""
+        node = self._node
+        if node.session is not None:
+            return False
+        node.rejected['no_model'] += 1
+        return True
 
     # -- outputs ----------------------------------------------------------------------------
 
@@ -427,6 +480,8 @@ class GroupFront:
         node = self._node
         solvers, session = node.solvers, node.session
         solvers.collect()
+        if session is None:
+            return
         tracker = session.tracker
         if not solvers.warm or not tracker.at_rest():
             return
@@ -450,7 +505,8 @@ class GroupFront:
     def publish_diagnostics(self, now: float) -> None:
         """Publish one DiagnosticStatus per end effector at DIAGNOSTICS_PERIOD_S (when due)."""
         due = self._diagnostics_due
-        if due is not None and now < due and now > due - 2 * DIAGNOSTICS_PERIOD_S:
+        if self._node.session is None or (due is not None and now < due and
+                                          now > due - 2 * DIAGNOSTICS_PERIOD_S):
             return
         self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
         node = self._node

@@ -276,6 +276,58 @@ def test_a_pole_on_one_hands_topic_turns_that_elbow_and_both_hands_hold():
                                    node.rejected['wrong_frame'] > rejected)[1], 5.0, spin_once)
 
 
+def test_a_model_from_the_robot_description_topic_builds_the_group_once():
+    """The TIAGo's URDF on a latched robot_description, as robot_state_publisher sends it.
+
+    Before it: targets are counted as no_model. A model without the hands'
+    links is refused and logged (the node waits on); the real one builds the
+    node (every joint in joint_states, a hand reaches its target); a later
+    model is refused (a group is built once).
+    """
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    name = 'tiago_dual'
+    xml = (URDF_CORPUS / 'external' / f'{name}.urdf').read_text()
+    raw = RawModel(xml)
+    params = dict(ROBOTS[name], end_effectors=['left', 'right'], target_marker=False)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                         reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+    with in_process_ik_node(params) as (node, client, spin_once):
+        states = []
+        client.create_subscription(JointState, 'joint_states', states.append, 100)
+        desc = client.create_publisher(String, '/robot_description', latched)
+        target = client.create_publisher(PoseStamped, '/ik_node/left/target_pose', 10)
+        assert wait_until(lambda: target.get_subscription_count() > 0 and
+                          desc.get_subscription_count() > 0, 10.0, spin_once)
+        msg = PoseStamped()
+        msg.header.frame_id = params['base_link']
+        msg.pose.orientation.w = 1.0
+        assert wait_until(lambda: (target.publish(msg), node.rejected['no_model'] > 0)[1],
+                          5.0, spin_once)
+        assert node.session is None and not states
+        desc.publish(String(data=xml.replace('hand_left_tool_link', 'some_other_link')))
+        assert wait_until(lambda: node.rejected['robot_description'] == 1, 10.0, spin_once)
+        assert node.session is None
+        desc.publish(String(data=xml))
+        assert wait_until(lambda: len(states) > 5, 60.0, spin_once)
+        assert set(states[-1].name) == set(node.session.chain.names)
+        q = dict(zip(states[-1].name, states[-1].position))
+        goal = raw.pose(params['base_link'], params['left.tip_link'], q)
+        goal[2, 3] += 0.05
+        msg.pose = matrix_to_pose(goal)
+        target.publish(msg)
+
+        def arrived():
+            tip = raw.pose(params['base_link'], params['left.tip_link'],
+                           dict(zip(states[-1].name, states[-1].position)))
+            return np.linalg.norm(tip[:3, 3] - goal[:3, 3]) < ARRIVED_M
+        assert wait_until(arrived, 30.0, spin_once)
+        session = node.session
+        desc.publish(String(data=xml))
+        assert wait_until(lambda: node.rejected['robot_description'] == 2, 10.0, spin_once)
+        assert node.session is session
+
+
 def test_each_hand_has_its_rviz_handle_and_dragging_one_moves_that_hand():
     """An RViz-like client (upstream's rules) sees a handle per hand, drags the left one."""
     from rviz_client import RUNNING, RvizLikeClient
