@@ -17,6 +17,13 @@ restarted node or a changed description is drawn anew. It draws:
   node (a teleoperation stream: smoothing and every limit apply there); a
   gizmo nobody drags follows the tip; a closed browser mid-drag sends
   nothing more, and the arm stops at the last target;
+- for a node of several end effectors (``end_effectors``: their chains
+  ``<name>.base_link`` -> ``<name>.tip_link`` asked too), every driven
+  link, and per end effector a target gizmo (``~/<name>/target_pose``)
+  with a ball at its centre coloured by that end effector's verdict in
+  ``/diagnostics`` (green arrived or moving, orange blocked, red
+  unreachable, grey holding) and, where its chain has an elbow, a pole
+  gizmo (``~/<name>/pole_target``);
 - the planned path and the obstacles of the node's ``~/markers``;
 - a panel with what ``/diagnostics`` says (the arm's arrival verdict and
   why, how far the arm is from its target, solver, solve time, collision)
@@ -35,6 +42,8 @@ from typing import Dict, List, Optional
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
 from ik_node.core.collision.shapes import CollisionError
+from ik_node.core.ik.stacked import Elbow, elbow_joint, JointUnion
+from ik_node.core.model.frames import UnionFrames
 from ik_node.core.rotations import matrix_to_quaternion
 from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.description.visuals import load_visual_mesh, read_visuals
@@ -58,7 +67,17 @@ ASK_EVERY_S = 2.0      # the node's parameters, again (a restart, a new descript
 # Asked in one request; xacro_arguments in its own (a string array the node
 # leaves unset by default, and one unset name empties the whole answer).
 PARAMETERS = ('robot_description', 'urdf_path', 'base_link', 'tip_link', 'feedback_topic')
+# Per end effector of a group node: asked once its end_effectors are known.
+EFFECTOR_PARAMETERS = ('tip_link', 'base_link', 'elbow_joint')
 TARGET, POLE = '/target', '/pole'
+# A verdict ball's colour (0-255 rgb) by the end effector's arrival state.
+VERDICT_COLOURS = {'arrived': (40, 200, 60), 'moving': (40, 200, 60), 'blocked': (240, 150, 20),
+                   'unreachable': (220, 40, 40), 'holding': (150, 150, 150)}
+
+
+def gizmo_names(name: str) -> tuple:
+    """Return (target, pole) gizmo names of end effector ``name`` ('' : the one-arm node's)."""
+    return (TARGET, POLE) if not name else (f'{TARGET}_{name}', f'{POLE}_{name}')
 
 
 def wxyz(rotation: np.ndarray) -> tuple:
@@ -73,18 +92,53 @@ def rgb255(rgba) -> tuple:
 
 
 class RobotModel:
-    """The description the node uses: chain, placed links, visuals (and why some are not)."""
+    """The description the node uses: chains, placed links, visuals (and why some are not).
 
-    def __init__(self, text: str, base: str, tip: str):
-        """Read ``text`` (a URDF); UrdfError / IKError on a bad one."""
+    Args:
+        text: the URDF.
+        effectors: (name, base link, tip link, elbow joint) per end effector;
+            one named '' for a one-arm node (its elbow: the fourth joint from
+            the base, the analytic solvers' pole point), else a group's (the
+            joints of their union, JointUnion's order; each elbow as the
+            stacked solver's, '' the fourth free joint from the tip).
+
+    """
+
+    def __init__(self, text: str, effectors: List[tuple]):
+        """Read ``text``; UrdfError / IKError on a bad one."""
         self.text = text
-        self.chain = chain_from_urdf_string(text, base, tip)
-        self.frames = link_frames(text, self.chain)
+        self.key = (text, tuple(effectors))
+        self.names = [e[0] for e in effectors]
+        self.chains = [chain_from_urdf_string(text, base, tip) for _, base, tip, _ in effectors]
+        if len(self.chains) == 1 and not self.names[0]:
+            self.chain = self.chains[0]
+            self.columns = [np.arange(self.chain.n)]
+            self.frames = link_frames(text, self.chain)
+            self._elbows = [None]
+        else:
+            union = JointUnion(self.chains)
+            self.chain, self.columns = union, union.columns
+            self.frames = UnionFrames([link_frames(text, c) for c in self.chains], union.columns)
+            joints = [elbow_joint(c, e[3]) for c, e in zip(self.chains, effectors)]
+            self._elbows = [None if j is None else Elbow(c, j)
+                            for c, j in zip(self.chains, joints)]
         self.visuals, self.skipped = read_visuals(text, self.frames)
 
     def link_poses(self, q) -> Dict[str, np.ndarray]:
         """Return each drawn link's pose (4, 4) in the base frame at joints q (n,)."""
         return {link: self.frames.pose(link, q) for link in {v.link for v in self.visuals}}
+
+    def tip(self, k: int, q) -> np.ndarray:
+        """Return end effector k's tip pose (4, 4), base frame, at joints q (n,)."""
+        return self.chains[k].forward(np.asarray(q)[self.columns[k]])
+
+    def elbow(self, k: int, q) -> Optional[np.ndarray]:
+        """Return end effector k's elbow point (3,), base frame, at joints q (n,), or None."""
+        chain, qk = self.chains[k], np.asarray(q, dtype=np.float64)[self.columns[k]]
+        if not self.names[k]:
+            return elbow_point(chain, qk) if chain.n >= 4 else None
+        elbow = self._elbows[k]
+        return None if elbow is None else elbow.point_and_jacobian(qk)[0]
 
 
 class BrowserScene:
@@ -92,16 +146,16 @@ class BrowserScene:
 
     Args:
         server: a viser.ViserServer.
-        on_target: called with a dragged target pose (4, 4), base frame.
-        on_pole: called with a dragged pole point (3,), base frame.
+        on_target: called with (end effector name, a dragged target pose (4, 4), base frame).
+        on_pole: called with (end effector name, a dragged pole point (3,), base frame).
 
+    The one-arm node's end effector is named ''.
     """
 
     def __init__(self, server, on_target, on_pole):
         """Add the gizmos (hidden until a model) and the panel."""
         self.server = server
         self._on_target, self._on_pole = on_target, on_pole
-        self.drags = HandlePolicy((TARGET, POLE))
         self.model: Optional[RobotModel] = None
         self.frames_sent = 0
         self._links: Dict[str, object] = {}
@@ -110,11 +164,45 @@ class BrowserScene:
         server.scene.add_grid('/floor', width=2.0, height=2.0, cell_size=0.1)
         self.status = server.gui.add_markdown('waiting for ik_node ...')
         self.speeds = server.gui.add_markdown('')
-        self.target = self._gizmo(TARGET, 0.2, rotations=True)
-        self.pole = self._gizmo(POLE, 0.12, rotations=False)
+        # name -> (target gizmo, pole gizmo, verdict ball or None), and who owns a gizmo.
+        self.gizmos: Dict[str, tuple] = {}
+        self._owners: Dict[str, tuple] = {}
+        self.use_effectors([''])
         self.path = None
         self._path_points: Optional[np.ndarray] = None
         self._obstacles: Dict[int, tuple] = {}   # id -> (what was drawn, handle)
+
+    def use_effectors(self, names: List[str]) -> None:
+        """Make a target and a pole gizmo per end effector (the old ones removed)."""
+        if list(self.gizmos) == list(names):
+            return
+        for target, pole, ball in self.gizmos.values():
+            for handle in (target, pole, ball):
+                if handle is not None:
+                    handle.remove()
+        self.gizmos.clear()
+        self._owners.clear()
+        for name in names:
+            target_name, pole_name = gizmo_names(name)
+            ball = None if not name else self.server.scene.add_icosphere(
+                f'{target_name}/verdict', 0.025, color=VERDICT_COLOURS['holding'],
+                visible=False)
+            self.gizmos[name] = (self._gizmo(target_name, 0.2, rotations=True),
+                                 self._gizmo(pole_name, 0.12, rotations=False), ball)
+            self._owners[target_name] = (name, False)
+            self._owners[pole_name] = (name, True)
+        self.drags = HandlePolicy(self._owners)
+        self._shown.clear()
+
+    @property
+    def target(self):
+        """The first end effector's target gizmo (the one-arm node's)."""
+        return next(iter(self.gizmos.values()))[0]
+
+    @property
+    def pole(self):
+        """The first end effector's pole gizmo (the one-arm node's)."""
+        return next(iter(self.gizmos.values()))[1]
 
     def _gizmo(self, name: str, scale: float, rotations: bool):
         handle = self.server.scene.add_transform_controls(name, scale=scale, visible=False,
@@ -135,12 +223,13 @@ class BrowserScene:
         w, x, y, z = handle.wxyz
         pose = pose_matrix(handle.position, np.array([x, y, z, w], dtype=np.float64))
         self._shown[name] = pose
-        if not np.all(np.isfinite(pose)):
+        if not np.all(np.isfinite(pose)) or name not in self._owners:
             return
-        if name == TARGET:
-            self._on_target(pose)
+        effector, is_pole = self._owners[name]
+        if is_pole:
+            self._on_pole(effector, pose[:3, 3].copy())
         else:
-            self._on_pole(pose[:3, 3].copy())
+            self._on_target(effector, pose)
 
     def show_robot(self, model: RobotModel) -> List[str]:
         """Draw a (new) robot; return one line per visual left out."""
@@ -176,7 +265,11 @@ class BrowserScene:
                                   color=colour, **pose)
 
     def pose_robot(self, q: np.ndarray, uses_pole: bool) -> None:
-        """Pose the links at joints q; gizmos nobody drags follow the tip and the elbow."""
+        """Pose the links at joints q; gizmos nobody drags follow the tips and the elbows.
+
+        ``uses_pole``: the poles are served (the one-arm node's analytic
+        solvers; a group's end effectors with an elbow always).
+        """
         model = self.model
         if model is None:
             return
@@ -185,14 +278,25 @@ class BrowserScene:
                 frame = self._links[link]
                 frame.wxyz, frame.position = wxyz(pose[:3, :3]), tuple(pose[:3, 3])
             now = time.monotonic()
-            tip = model.chain.forward(q)
-            self._follow(self.target, TARGET, tip, now)
-            elbow = np.eye(4)
-            if uses_pole and model.chain.n >= 4:
-                elbow[:3, 3] = elbow_point(model.chain, q)
-                self._follow(self.pole, POLE, elbow, now)
-            self.pole.visible = uses_pole
+            for k, name in enumerate(model.names):
+                target, pole, _ = self.gizmos[name]
+                target_name, pole_name = gizmo_names(name)
+                self._follow(target, target_name, model.tip(k, q), now)
+                point = model.elbow(k, q) if uses_pole else None
+                if point is not None:
+                    elbow = np.eye(4)
+                    elbow[:3, 3] = point
+                    self._follow(pole, pole_name, elbow, now)
+                pole.visible = point is not None
         self.frames_sent += 1
+
+    def show_verdicts(self, verdicts: Dict[str, str]) -> None:
+        """Colour each end effector's verdict ball by its arrival state (a group's)."""
+        for name, state in verdicts.items():
+            ball = self.gizmos.get(name, (None, None, None))[2]
+            if ball is not None:
+                ball.color = VERDICT_COLOURS.get(state, VERDICT_COLOURS['unreachable'])
+                ball.visible = True
 
     def _follow(self, handle, name: str, pose: np.ndarray, now: float) -> None:
         handle.visible = True
@@ -306,7 +410,10 @@ class ViewerNode(Node):
         self._asked = None
         self._asked_at = 0.0
         self._xacro_arguments = ()
-        self._several: List[str] = []   # the node's end_effectors (the viewer draws one)
+        self._several: List[str] = []   # the node's end_effectors (none: one arm)
+        # Per end effector of a group: (name, base link, tip link, elbow joint), once asked.
+        self._effectors: List[tuple] = []
+        self._effector_pubs: Dict[str, tuple] = {}
         self._described: Optional[str] = None
         self.model: Optional[RobotModel] = None
         self._q: Optional[np.ndarray] = None
@@ -346,17 +453,24 @@ class ViewerNode(Node):
         self._asked = self._params.get_parameters(list(PARAMETERS), self._on_parameters)
 
     def _on_end_effectors(self, future) -> None:
-        """Note a node of several end effectors (the viewer draws one: said once)."""
+        """Note a node of several end effectors; ask for their chains."""
         result = future.result()
         if result is None or len(result.values) != 1:
             return
         names = list(parameter_value_to_python(result.values[0]) or ())
-        if names and names != self._several:
-            self.get_logger().warning(
-                f'{self.prefix} drives several end effectors ({", ".join(names)}): the '
-                'viewer draws one end effector only (not built for several yet); use RViz, '
-                'with a handle per end effector')
         self._several = names
+        if names:
+            keys = [f'{n}.{k}' for n in names for k in EFFECTOR_PARAMETERS]
+            self._params.get_parameters(keys, lambda f: self._on_effectors(f, names))
+
+    def _on_effectors(self, future, names: List[str]) -> None:
+        """Keep each end effector's (name, base link, tip link, elbow joint)."""
+        result = future.result()
+        if result is None or len(result.values) != len(names) * len(EFFECTOR_PARAMETERS):
+            return
+        values = [parameter_value_to_python(v) or '' for v in result.values]
+        k = len(EFFECTOR_PARAMETERS)
+        self._effectors = [(n, *values[i * k:(i + 1) * k]) for i, n in enumerate(names)]
 
     def _on_xacro_arguments(self, future) -> None:
         result = future.result()
@@ -377,29 +491,43 @@ class ViewerNode(Node):
                                           throttle_duration_sec=10.0)
                 return
         text = text or self._described or ''
-        if self._several or not p['tip_link']:
-            return   # several end effectors: said once (_on_end_effectors)
-        self._use(text, p['base_link'], p['tip_link'], p['feedback_topic'] or '')
+        if self._several:
+            if [e[0] for e in self._effectors] != self._several:
+                return   # their chains not known yet (asked)
+            effectors = [(n, own_base or p['base_link'], tip, elbow)
+                         for n, tip, own_base, elbow in self._effectors]
+        elif p['tip_link']:
+            effectors = [('', p['base_link'], p['tip_link'], '')]
+        else:
+            return
+        self._use(text, effectors, p['feedback_topic'] or '')
 
     def _on_description(self, msg: String) -> None:
         self._described = msg.data
 
-    def _use(self, text: str, base: str, tip: str, feedback_topic: str) -> None:
-        """Draw the description if it is new; follow the node's joint states."""
-        if not text or (self.model is not None and self.model.text == text
-                        and self.model.chain.base_link == base
-                        and self.model.chain.tip_link == tip):
+    def _use(self, text: str, effectors: List[tuple], feedback_topic: str) -> None:
+        """Draw the description if it is new; follow the node's joint states.
+
+        ``effectors``: (name, base link, tip link, elbow joint) each (RobotModel).
+        """
+        if not text or (self.model is not None and self.model.key == (text, tuple(effectors))):
             return
         try:
-            model = RobotModel(text, base, tip)
+            model = RobotModel(text, effectors)
         except Exception as exc:  # noqa: B902 - a bad description: say it, keep the old
             self.get_logger().warning(f'cannot draw the description: {exc}',
                                       throttle_duration_sec=10.0)
             return
         with self._lock:
+            self.scene.use_effectors(model.names)
             for line in self.scene.show_robot(model):
                 self.get_logger().warning(f'not drawn: {line}')
             self.model, self._q = model, None
+        for name in model.names:
+            if name and name not in self._effector_pubs:
+                self._effector_pubs[name] = (
+                    self.create_publisher(PoseStamped, f'{self.prefix}/{name}/target_pose', 10),
+                    self.create_publisher(PointStamped, f'{self.prefix}/{name}/pole_target', 10))
         topic = feedback_topic or f'{self.namespace_}/joint_states'
         # One subscription per topic, never destroyed: destroying one the
         # executor holds in its wait set made its next take raise (seen in CI).
@@ -407,8 +535,8 @@ class ViewerNode(Node):
             self._states_subs[topic] = self.create_subscription(
                 JointState, topic, lambda msg, t=topic: self._on_joints(msg, t), 10)
         self._states_topic = topic
-        self.get_logger().info(f'drawing {len(model.visuals)} visuals of '
-                               f'{model.chain.base_link} -> {model.chain.tip_link}; '
+        chains = ', '.join(f'{c.base_link} -> {c.tip_link}' for c in model.chains)
+        self.get_logger().info(f'drawing {len(model.visuals)} visuals of {chains}; '
                                f'joint states from {topic}')
 
     # -- inputs ------------------------------------------------------------------------------
@@ -434,12 +562,21 @@ class ViewerNode(Node):
             self.scene.show_markers(msg)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        verdicts = {}
         for status in msg.status:
             if status.name.startswith('ik_node'):
                 values = {kv.key: kv.value for kv in status.values}
+                if 'end_effector' in values:   # a group's: one status per end effector
+                    verdicts[values['end_effector']] = values.get('arrival', '')
+                    continue
                 self._uses_pole = values.get('solver') == 'analytic'
                 with self._lock:
                     self.scene.show_status(values, status.message)
+        if verdicts:
+            with self._lock:
+                self.scene.show_verdicts(verdicts)
+                self.scene.status.content = '  \n'.join(
+                    f'**{name}**: {state}' for name, state in verdicts.items())
 
     def _frame(self) -> None:
         """Push the newest joint state to the browser (at most FRAME_HZ)."""
@@ -447,30 +584,30 @@ class ViewerNode(Node):
             return
         self._fresh = False
         with self._lock:
-            self.scene.pose_robot(self._q, self._uses_pole)
+            self.scene.pose_robot(self._q, self._uses_pole or bool(self._several))
             if self.scene.frames_sent % int(FRAME_HZ / PANEL_HZ) == 0:
                 chain = self.model.chain
                 self.scene.show_speeds(chain.joint_names, self._velocity, chain.velocity)
 
     # -- drags -------------------------------------------------------------------------------
 
-    def _publish_target(self, pose: np.ndarray) -> None:
+    def _publish_target(self, name: str, pose: np.ndarray) -> None:
         model = self.model
         if model is None:
             return
         msg = PoseStamped(pose=matrix_to_pose(pose))
         msg.header.frame_id = model.chain.base_link
         msg.header.stamp = self.get_clock().now().to_msg()
-        self.target_pub.publish(msg)
+        (self._effector_pubs[name][0] if name else self.target_pub).publish(msg)
 
-    def _publish_pole(self, point: np.ndarray) -> None:
+    def _publish_pole(self, name: str, point: np.ndarray) -> None:
         model = self.model
         if model is None:
             return
         msg = PointStamped()
         msg.header.frame_id = model.chain.base_link
         msg.point.x, msg.point.y, msg.point.z = (float(v) for v in point)
-        self.pole_pub.publish(msg)
+        (self._effector_pubs[name][1] if name else self.pole_pub).publish(msg)
 
 
 def spin(node: Node, stop: StopRequest) -> None:

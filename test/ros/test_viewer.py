@@ -336,3 +336,58 @@ def test_a_description_changed_on_the_topic_is_drawn_anew():
         viewer_code, node_code = viewer.stop(), node.stop()   # both, whatever fails
         assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
         assert node_code == 0
+
+
+def test_a_two_arm_node_is_drawn_with_a_gizmo_per_hand_and_dragging_one_moves_that_hand():
+    """The bundled iiwa14_dual (config/iiwa14_dual.yaml): two hands, a gizmo and a verdict each.
+
+    A browser (viser's protocol) drags the left hand's gizmo 5 cm up: the left
+    hand goes there, the right one holds (the raw description's FK of the
+    node's joint states); the left's verdict ball turns green (arrived), the
+    right's stays grey (holding: no target); both arms' links are drawn where
+    the FK puts them.
+    """
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    urdf = root / 'urdf' / 'iiwa14_dual.urdf'
+    node = NodeUnderTest({'urdf_path': str(urdf)}, extra_args=[
+        '--params-file', str(root / 'config' / 'iiwa14_dual.yaml')])
+    viewer = Viewer(node.domain)
+    raw = RawModel(urdf.read_text())
+    try:
+        assert node.wait(lambda: len(node.joints) > 5, 60.0), node.drain.text()
+        viewer.drawn(node)
+        client = ViserClient(viewer.port, viser.__version__)
+        client.receive(2.0)
+        values = dict(zip(node.joints[-1].name, node.joints[-1].position))
+        left0, right0 = (raw.pose('base', tip, values) for tip in ('left_tool0', 'right_tool0'))
+        goal = left0.copy()
+        goal[2, 3] += 0.05
+        steps = [(wxyz_of(goal[:3, :3]), tuple(left0[:3, 3] + s * (goal[:3, 3] - left0[:3, 3])))
+                 for s in np.linspace(0.2, 1.0, 5)]
+        client.drag('/target_left', steps)
+
+        def hands():
+            q = dict(zip(node.joints[-1].name, node.joints[-1].position))
+            return raw.pose('base', 'left_tool0', q), raw.pose('base', 'right_tool0', q)
+        assert node.wait(lambda: np.linalg.norm(hands()[0][:3, 3] - goal[:3, 3]) < 1e-4,
+                         30.0), hands()[0][:3, 3] - goal[:3, 3]
+        assert np.linalg.norm(hands()[1][:3, 3] - right0[:3, 3]) < 1e-4
+        node.spin(1.5)
+        client.receive(2.0)
+        left = client.newest('SceneNodeUpdateMessage', '/target_left/verdict')
+        assert left is not None and list(left['updates'].get('color', [])) == [40, 200, 60], left
+        right = client.newest('IcosphereMessage', '/target_right/verdict')
+        assert right is not None
+        values = dict(zip(node.joints[-1].name, node.joints[-1].position))
+        for link in ('left_iiwa_link_4', 'right_iiwa_link_4', 'left_iiwa_link_6'):
+            drawn = client.newest('SetPositionMessage', f'/robot/{link}')
+            assert drawn is not None, link
+            truth = raw.pose('base', link, values)[:3, 3]
+            assert np.linalg.norm(np.array(drawn['position']) - truth) < 2e-3, link
+        assert 'drives several end effectors' not in viewer.drain.so_far()
+        client.close()
+    finally:
+        viewer_code, node_code = viewer.stop(), node.stop()
+        assert viewer_code == 0 and not viewer.errors(), viewer.drain.text()
+        assert node_code == 0

@@ -115,7 +115,7 @@ def elbow_joint(chain: Chain, name: str = '') -> Optional[str]:
     return chain.joint_names[-4] if chain.n >= 4 else None
 
 
-class _Elbow:
+class Elbow:
     """The origin of one free joint of a chain and its (3, n) Jacobian (a pole's point)."""
 
     def __init__(self, chain: Chain, joint: str):
@@ -348,10 +348,10 @@ class StackedIK:
         self._warm = False
         self._shared = np.array([name in self.union.shared() for name in self.union.names],
                                 dtype=bool)
-        self.elbows: List[Optional[_Elbow]] = []
+        self.elbows: List[Optional[Elbow]] = []
         for e in effectors:
             joint = elbow_joint(e.chain, e.elbow)
-            self.elbows.append(None if joint is None else _Elbow(e.chain, joint))
+            self.elbows.append(None if joint is None else Elbow(e.chain, joint))
 
     def _weights(self, joint_weights) -> FloatArray:
         """Return (N,) the joint weights of the argument (module docstring), checked."""
