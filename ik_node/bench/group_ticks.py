@@ -13,12 +13,16 @@ shoulder and elbow cylinders sit 2 mm apart, inside the margin, and may
 only part) and the PR2 and the G1 humanoid
 (no collision: their geometry is meshes not here); the joints shared by both
 arms weigh TORSO_WEIGHT. Targets: a pair of hand
-poses at random joints near the start, in turn for PHASE_S each, and a 20 Hz
-stream of pairs (each hand on a circle around such a pose). Reported: the
-tick's wall-clock time (p50, p99, max; the share over one period), how late
-ticks started, the collision pairs checked, and the arm's verdict at the
-end of each pair's phase (GroupTracker.arrival: arrived, still moving, blocked
-by the margin with no path around, unreachable).
+poses at random joints near the start, a 20 Hz stream of pairs (each hand
+on a circle around such a pose) and, with the pair held, an elbow pole per
+arm (POLE_OFFSET_M out to its side and down: the elbows turn while the
+hands hold), in turn for PHASE_S each. Reported: the tick's wall-clock time
+(p50, p99, max; the share over one period), how late ticks started, the
+collision pairs checked, the arm's verdict at the end of each pair's phase
+(GroupTracker.arrival: arrived, still moving, blocked by the margin with no
+path around, unreachable), and in the poles' phases the tick's p99 and max,
+the verdict at their end and how far the hands left their place (those
+arrived when the poles came).
 """
 
 import math
@@ -43,6 +47,10 @@ PHASE_S = 3.0
 STREAM_HZ = 20.0
 STREAM_RADIUS_M = 0.05
 STREAM_TURN_S = 2.0
+# The phases in turn: a 20 Hz stream, a pair of targets, then elbow poles with the pair held.
+PHASES = ('stream', 'pair', 'poles')
+# Each elbow's pole: this far to its own side (y) and down from where the elbow is, m.
+POLE_OFFSET_M = (0.4, 0.3)
 SPREAD_RAD = 0.4       # targets at joints within this of the start (rad, or m scaled)
 MARGIN_M = 0.01
 # The joints shared by both arms (a torso, a waist) are this much as dear to move (the
@@ -106,20 +114,37 @@ def free_pair(session, stacked, rng):
     return stacked.forward(tracker.q0)
 
 
+def elbow_poles(stacked, q) -> list:
+    """Return a pole per elbow: POLE_OFFSET_M from it, each to its own side (y), and down."""
+    return [None if e is None else e + np.array([0.0, side * POLE_OFFSET_M[0], -POLE_OFFSET_M[1]])
+            for e, side in zip(stacked.elbow_points(q), (1.0, -1.0))]
+
+
 def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
     """Run one robot's session in real time; return its tick times, lateness, arrivals."""
     session, stacked, pairs = session_of(robot, directory, backend)
-    ticks, late, ends = [], [], []
-    phase_end, streaming, centre, sent = 0.0, True, None, -math.inf
+    ticks, late, ends, pole_ticks, pole_ends, drift = [], [], [], [], [], [0.0]
+    phase, phase_end, centre, sent, held = 'poles', 0.0, None, -math.inf, None
     for now in real_time_ticks(PERIOD, seconds, late):
         if now >= phase_end:
-            if not streaming:   # a phase of one pair ends: where are the hands?
+            if phase == 'pair':   # a phase of one pair ends: where are the hands?
                 ends.append(session.arrival(now).state)
-            streaming, phase_end = not streaming, now + PHASE_S
-            centre = free_pair(session, stacked, rng)
-            if not streaming:
+            elif phase == 'poles' and centre is not None:
+                pole_ends.append(session.arrival(now).state)
+            phase, phase_end = PHASES[(PHASES.index(phase) + 1) % len(PHASES)], now + PHASE_S
+            for name in ('left', 'right'):
+                session.pole_of(name, None)
+            if phase != 'poles':
+                centre = free_pair(session, stacked, rng)
+            if phase == 'pair':
                 for name, pose in zip(('left', 'right'), centre):
                     session.target_of(name, now, pose)
+            if phase == 'poles':   # the hands keep their targets; the elbows turn
+                for name, pole in zip(('left', 'right'), elbow_poles(stacked, session.q)):
+                    session.pole_of(name, pole)
+                arrived = session.arrival(now).state == 'arrived'
+                held = stacked.forward(session.q) if arrived else None
+        streaming = phase == 'stream'
         if streaming and now - sent >= 1.0 / STREAM_HZ:
             sent = now
             angle = 2.0 * math.pi * now / STREAM_TURN_S
@@ -130,9 +155,16 @@ def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
                 session.target_of(name, now, moved)
         tick_start = time.perf_counter()
         session.tick(now)
-        ticks.append(time.perf_counter() - tick_start)
+        cost = time.perf_counter() - tick_start
+        ticks.append(cost)
+        if phase == 'poles':
+            pole_ticks.append(cost)
+            if held is not None:   # how far the hands leave their place while the elbows turn
+                drift.append(max(float(np.linalg.norm(a[:3, 3] - b[:3, 3]))
+                                 for a, b in zip(held, stacked.forward(session.q))))
     return {'ticks': np.array(ticks), 'late': np.array(late), 'ends': ends,
-            'pairs': pairs, 'joints': stacked.union.n}
+            'pairs': pairs, 'joints': stacked.union.n, 'pole_ticks': np.array(pole_ticks),
+            'pole_ends': pole_ends, 'drift': max(drift)}
 
 
 def rows(args) -> List[dict]:
@@ -149,11 +181,19 @@ def rows(args) -> List[dict]:
                     'max_ms': 1e3 * float(t.max()),
                     'over_period_pct': 100.0 * float(np.mean(t > PERIOD)),
                     'late_p99_ms': 1e3 * float(np.percentile(late, 99)),
-                    'pairs_at_phase_end': ' '.join(
-                        f'{state} {result["ends"].count(state)}'
-                        for state in ('arrived', 'moving', 'blocked', 'unreachable')
-                        if state in result['ends'])})
+                    'pairs_at_phase_end': ends_of(result['ends']),
+                    'poles_p99_ms': 1e3 * float(np.percentile(result['pole_ticks'], 99)),
+                    'poles_max_ms': 1e3 * float(result['pole_ticks'].max()),
+                    'poles_at_phase_end': ends_of(result['pole_ends']),
+                    'hands_drift_mm': 1e3 * result['drift']})
     return out
+
+
+def ends_of(states: List[str]) -> str:
+    """Return how many phases ended in each arrival state ('arrived 3 moving 1')."""
+    return ' '.join(f'{state} {states.count(state)}'
+                    for state in ('arrived', 'holding', 'moving', 'blocked', 'unreachable')
+                    if state in states)
 
 
 def run(args, load: str):

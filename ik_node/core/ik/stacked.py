@@ -442,17 +442,23 @@ class StackedIK:
     def warm_up(self) -> None:
         """Load the kernels before a first budget starts (numba loads a kernel at its first call).
 
-        One descent from mid-limits toward the tips' poses 0.05 rad away, once:
-        inside the first solve's budget, loading took it all (a first solve
-        gave up).
+        One descent from mid-limits toward the tips' poses 0.05 rad away, and
+        a pole step of each elbow (both joint scales), once: inside the first
+        solve's budget, loading took it all (a first solve gave up), and a
+        first pole step loaded kernels for 0.4 s inside a tick.
         """
         if self._warm:
             return
         self._warm = True
         q = self.union.mid_limits()
         near = np.clip(q + 0.05, self.union.lower, self.union.upper)
-        split = [split_pose(pose) for pose in self.forward(near)]
+        targets = self.forward(near)
+        split = [split_pose(pose) for pose in targets]
         self._descend(split, q, q, self.union.lower, self.union.upper)
+        poles = [None if e is None else e + 0.3 for e in self.elbow_points(near)]
+        for timed in (False, True):
+            self.toward_poles(targets, near, poles, timed=timed,
+                              joint_step=np.full(self.union.n, 0.01))
 
     def follow(self, targets: Sequence, q: FloatArray, iterations: int,
                timed: bool = False) -> FloatArray:

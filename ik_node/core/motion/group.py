@@ -79,6 +79,9 @@ POLES = 'poles'
 # (m) of elbow and WAYPOINT_JOINT_STEP (rad, m) of any joint's motion: the chord
 # between two waypoints leaves the hands' targets by ~ |dq|^2 L / 8 (12 µm on a 1 m arm).
 WAYPOINTS_PER_TICK = 2
+# After the first waypoint of a tick, another is made only within this much of it, s
+# (one costs ~0.6 ms per arm, compiled).
+WAYPOINT_BUDGET_S = 0.001
 WAYPOINT_STEP = 0.005
 WAYPOINT_JOINT_STEP = 0.01
 # A pole step that moves every elbow less than this (m) ends the way: its joints'
@@ -591,20 +594,25 @@ class GroupTracker(JointMotion):
                           dt: float) -> Tuple[FloatArray, Optional[tuple]]:
         """Return (the goal on the elbows' way to their poles, its source) (_goal's).
 
-        At final targets with poles the elbows go their way as an
-        :class:`ElbowPath`: from the tasks met from ``start``, WAYPOINTS_PER_TICK
-        pole steps are made ahead each tick (each at most WAYPOINT_STEP of elbow
-        and WAYPOINT_JOINT_STEP of joint motion), and the path is played within
-        the joints' limits; at its end the goal rests there.
+        At final targets with poles, once the tasks' steps from ``start`` meet
+        every task (the hands first: till then the goal is theirs), the elbows
+        go their way as an :class:`ElbowPath`: up to WAYPOINTS_PER_TICK pole
+        steps are made ahead each tick (the second within WAYPOINT_BUDGET_S;
+        each at most WAYPOINT_STEP of elbow and WAYPOINT_JOINT_STEP of joint
+        motion), and the path is played within the joints' limits; at its end
+        the goal rests there.
         """
         path = self._elbow_path
         if path is None:
             first = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True)
+            if not all(self.solver.met(poses, first)):   # the hands first
+                return self._unstalled(poses, start, first), None
             path = self._elbow_path = ElbowPath(first, self.chain.velocity,
                                                 self.stepper.a_max,
                                                 self.config.max_linear_speed)
-        for _ in range(WAYPOINTS_PER_TICK):
-            if path.done:
+        began = _clock()
+        for k in range(WAYPOINTS_PER_TICK):
+            if path.done or (k > 0 and _clock() - began > WAYPOINT_BUDGET_S):
                 break
             ahead = self.solver.toward_poles(poses, path.last, poles, WAYPOINT_STEP, timed=True,
                                              joint_step=WAYPOINT_JOINT_STEP)
