@@ -75,6 +75,10 @@ NULL_RTOL = 1e-6
 POLE_CORRECTIONS = 3
 # Halvings of a pole step that does not bring the elbows nearer (after the tasks are met again).
 POLE_HALVINGS = 3
+# A joint this close to a limit (rad, m) is at it, for a pole step's active set, and
+# the passes that set takes at most (each frees the step of the joints it pushes out).
+AT_LIMIT = 1e-4
+POLE_ACTIVE_SET = 3
 # Pole steps a full solve refines its joints with, at most.
 POLE_REFINEMENTS = 30
 
@@ -622,10 +626,16 @@ class StackedIK:
         gap, per_metre, slope, value, met = found
         most = self.max_step if joint_step is None else np.asarray(joint_step, dtype=np.float64)
         by_joints = 1.0 / max(float(np.max(np.abs(per_metre) / most)), 1e-300)
+        # No joint past its limit: the step ends where the first one reaches it (the next
+        # step's active set then leaves that one out).
+        room = np.where(per_metre > 0.0, upper - q, q - lower)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            by_limits = float(np.min(np.where(per_metre != 0.0, room / np.abs(per_metre),
+                                              math.inf)))
 
         def longest(way: float) -> float:
             """Return the elbow motion this step may take, m, with ``way`` (m) left."""
-            return min(cap, way, by_joints)
+            return min(cap, way, by_joints, by_limits)
 
         def projected(length: float) -> Tuple[float, FloatArray]:
             """Return the squared gap after ``length`` (m) of elbow motion, corrected (inf)."""
@@ -663,10 +673,13 @@ class StackedIK:
         """Return the pole step's way at q, or None (no pole, no free direction, at rest).
 
         Gauss-Newton on the elbows' gaps to their poles (3k,) within the null
-        space of every task's rows (scaled joints ``s``, a locked or shared
-        joint not free). Returns (the gaps (3k,), the joints' motion (N,) per
-        metre of the elbows' along it, the squared gaps' slope per metre, the
-        tasks' summed error at q, whether every task is met at q).
+        space of every task's rows (scaled joints ``s``; a joint pinned by its
+        range not free, nor one at a limit the step would push it past: then
+        the others' null space, up to POLE_ACTIVE_SET passes; near a shoulder
+        singularity the first and third joints turn alike, and one at its
+        limit left the other idle). Returns (the gaps (3k,), the joints'
+        motion (N,) per metre of the elbows' along it, the squared gaps' slope
+        per metre, the tasks' summed error at q, whether every task is met at q).
         """
         found = self._pole_rows(q, poles)
         if found is None:
@@ -674,19 +687,27 @@ class StackedIK:
         gap, jac = found
         free = np.where(upper > lower, s, 0.0)   # a joint pinned (upper = lower) does not move
         residuals, rots, poss, value = self._evaluate(split, q)
-        a = self._rows(split, q, residuals, rots, poss)[0] * free
-        _, sv, vt = np.linalg.svd(a, full_matrices=True)
-        rank = int(np.sum(sv > NULL_RTOL * max(float(sv[0]) if len(sv) else 0.0, 1.0)))
-        basis = vt[rank:].T
-        if basis.shape[1] == 0:
-            return None
-        m = (jac * free) @ basis
-        y = -np.linalg.lstsq(m, gap, rcond=1e-9)[0]
+        rows = self._rows(split, q, residuals, rots, poss)[0]
+        at_lower, at_upper = q <= lower + AT_LIMIT, q >= upper - AT_LIMIT
+        for _ in range(POLE_ACTIVE_SET):
+            a = rows * free
+            _, sv, vt = np.linalg.svd(a, full_matrices=True)
+            rank = int(np.sum(sv > NULL_RTOL * max(float(sv[0]) if len(sv) else 0.0, 1.0)))
+            basis = vt[rank:].T
+            if basis.shape[1] == 0:
+                return None
+            m = (jac * free) @ basis
+            y = -np.linalg.lstsq(m, gap, rcond=1e-9)[0]
+            dq = free * (basis @ y)
+            pushed = (at_lower & (dq < 0.0)) | (at_upper & (dq > 0.0))
+            if not np.any(pushed & (free > 0.0)):
+                break
+            free = np.where(pushed, 0.0, free)
         move = m @ y
         size = float(np.linalg.norm(move))
         if not size > POLE_REST:
             return None
-        return gap, free * (basis @ y) / size, 2.0 * float(gap @ move) / size, value, \
+        return gap, dq / size, 2.0 * float(gap @ move) / size, value, \
             self._all_met(residuals)
 
     def _refine_toward_poles(self, split, q: FloatArray, poles, lower: FloatArray,
