@@ -126,9 +126,16 @@ def elbow_joint(chain: Chain, name: str = '') -> Optional[str]:
 
 
 class Elbow:
-    """The origin of one free joint of a chain and its (3, n) Jacobian (a pole's point)."""
+    """The origin of one free joint of a chain and its (3, n) Jacobian (a pole's point).
+
+    Args:
+        chain: the end effector's chain.
+        joint: a free joint of it (:func:`elbow_joint`).
+
+    """
 
     def __init__(self, chain: Chain, joint: str):
+        """Keep the chain's motion tables up to the joint's frame."""
         self.chain = chain
         self.joint = joint
         movable = [j.name for j in chain.joints if j.type != 'fixed']

@@ -27,8 +27,10 @@ A held twist moves its end effector's target instead (teleoperation, as one
 arm's: scaled to the tip speed limits, a dead-man after ``twist_timeout``,
 the target leading the tip by at most half a second of the twist; the tip
 speeds of every teleoperated end effector kept). An end effector's elbow pole
-(a point, base frame) turns its arm's spare freedom toward it, each tick one
-step in the null space of every task (StackedIK.follow's ``poles``). With a
+(a point, base frame) turns its arm's spare freedom toward it once the targets
+are reached: pole steps in the null space of every task
+(StackedIK.toward_poles) make a joint path, played within every joint's
+limits (:class:`ik_node.core.motion.elbows.ElbowPath`). With a
 collision guard (a model of every driven link: the arms, the torso, each
 other) each step keeps the margin as one arm's does, the goal slid in joint
 space. Not here (yet): the free solutions, searches and paths of one arm's
@@ -566,8 +568,7 @@ class GroupTracker(JointMotion):
               dt: float) -> Tuple[FloatArray, Optional[tuple]]:
         """Return (joints (N,) to head for at ``time``, the source that moves them or None).
 
-        ``dt`` (s) is the motion step's: an elbow turns toward its pole at most
-        at the tip speed limit (``max_linear_speed``) over it.
+        ``dt`` (s) is the motion step's (the elbows' path is played over it).
         """
         if self.mode == Mode.RESET:
             return self.q0, None
