@@ -318,6 +318,7 @@ class GroupFront:
         """Return (publisher, encoder) per output: one JointState, or one per controller."""
         node = self._node
         clock = node.get_clock().clock_type
+        self.arrays = []   # anew (a model refused after its outputs were made)
         if node.output == 'joint_states':
             self._described_outputs = [(node.command_topic, None, list(union.names))]
             return [(node.command_pub, JointStatesEncoder(union.names, range(union.n),
