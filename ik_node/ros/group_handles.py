@@ -8,9 +8,12 @@ looks at), coloured by that end effector's verdict
 (:class:`ik_node.core.motion.group.EffectorArrival`: green arrived or
 moving, orange blocked, red unreachable, grey no target yet). Dragging one
 streams targets to that end effector as ``~/<name>/target_pose`` does, once
-per tick (the newest pose; the others counted as coalesced). The menu:
-reset and smoothing. Whose feedback counts and when a drag is on:
-:class:`ik_node.ros.handles.HandlePolicy`, as one arm's handles.
+per tick (the newest pose; the others counted as coalesced). Each end
+effector with an elbow also has a pole handle, ``<name>_pole``, at its pole
+(or its elbow before one): dragging it sets that arm's pole as
+``~/<name>/pole_target`` does. The menu: reset and smoothing. Whose
+feedback counts and when a drag is on: :class:`ik_node.ros.handles.HandlePolicy`,
+as one arm's handles.
 """
 
 from typing import Callable, Dict, Optional, Sequence
@@ -18,14 +21,19 @@ from typing import Callable, Dict, Optional, Sequence
 from geometry_msgs.msg import PoseStamped
 from ik_node.ros.conversions import check_target, frames_at, matrix_to_pose, pose_matrix, \
     RejectedMessage
-from ik_node.ros.handles import HandlePolicy, LOOK_AHEAD_M, moved, RESET, SMOOTHING, \
-    target_marker
+from ik_node.ros.handles import HandlePolicy, LOOK_AHEAD_M, moved, pole_marker, RESET, \
+    SMOOTHING, target_marker
 import numpy as np
 from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback, MenuEntry
 
 # An end effector's verdict -> the handle's look (ik_node.ros.handles.LOOKS).
 LOOK_OF_STATE = {'arrived': 'free', 'moving': 'free', 'blocked': 'collision',
                  'unreachable': 'unreachable', 'holding': 'none'}
+
+
+def pole_name(name: str) -> str:
+    """Return the pole handle's name of end effector ``name``."""
+    return f'{name}_pole'
 
 
 def group_menu(smoothing: bool):
@@ -52,14 +60,15 @@ class GroupHandles:
         """No markers until :meth:`use_model`."""
         self.server, self._node, self._clock = server, node, clock
         self.names = list(names)
-        self.drags = HandlePolicy(self.names)
-        self.targets = 0
+        self.poles_of = {pole_name(n): n for n in self.names}   # pole handle -> end effector
+        self.drags = HandlePolicy(self.names + list(self.poles_of))
+        self.targets = self.poles = 0
         self._shown: Dict[str, np.ndarray] = {}
         self._looks: Dict[str, str] = {}
         self._smoothing: Optional[bool] = None
 
     def use_model(self) -> None:
-        """Serve a handle per end effector at its tip."""
+        """Serve a handle per end effector at its tip (and at its elbow, its pole's)."""
         self._shown.clear()
         self._looks.clear()
         self._smoothing = None
@@ -103,8 +112,27 @@ class GroupHandles:
             elif not dragged and moved(self._shown[name], pose):
                 self.server.move(name, matrix_to_pose(pose))
                 self._shown[name] = pose
+        self._refresh_poles(base, now)
         self._smoothing = smoothing
         self.server.publish()
+
+    def _refresh_poles(self, base: str, now: float) -> None:
+        """Put each elbow's pole handle at its pole (at the elbow before one), undragged."""
+        tracker = self._node.session.tracker
+        elbows = tracker.solver.elbow_points(tracker.q)
+        for name, lane, elbow in zip(self.names, tracker.lanes, elbows):
+            handle = pole_name(name)
+            if elbow is None or self.drags.dragging(handle, now):
+                continue
+            at = np.eye(4)
+            at[:3, 3] = elbow if lane.pole is None else lane.pole
+            if handle not in self._shown:
+                self.server.put(pole_marker(base, at[:3, 3], handle, f'ik_node {name} pole'))
+            elif moved(self._shown[handle], at):
+                self.server.move(handle, matrix_to_pose(at))
+            else:
+                continue
+            self._shown[handle] = at
 
     def on_feedback(self, msg: Feedback) -> Optional[str]:
         """Take one feedback message; return why it was refused (counted), or None."""
@@ -134,17 +162,24 @@ class GroupHandles:
         return None
 
     def apply(self, now: float) -> None:
-        """Stream each end effector's newest dragged target into the session (once per tick)."""
+        """Stream each end effector's newest dragged target and pole into the session.
+
+        Once per tick (the newest of each; the others counted as coalesced).
+        """
         session = self._node.session
         for name in self.names:
             target = self.drags.newest(name)
             if target is not None:
                 session.target_of(name, now, target)
                 self.targets += 1
+            pole = self.drags.newest(pole_name(name))
+            if pole is not None:
+                session.pole_of(name, pole[:3, 3].copy())
+                self.poles += 1
 
     def values(self) -> Dict[str, str]:
         """Diagnostics: handle targets streamed, poses coalesced, feedback refused by reason."""
-        values = {'handle_targets': str(self.targets),
+        values = {'handle_targets': str(self.targets), 'handle_poles': str(self.poles),
                   'handle_poses_coalesced': str(self.drags.coalesced)}
         values.update({f'handle_refused_{k}': str(v)
                        for k, v in sorted(self.drags.counts.items())})

@@ -231,12 +231,12 @@ def target_marker(base: str, pose: Pose, look: str, menu, name: str = TARGET,
     return marker
 
 
-def pole_marker(base: str, point: np.ndarray) -> InteractiveMarker:
-    """Return the elbow pole handle at ``point`` (3,), base frame."""
+def pole_marker(base: str, point: np.ndarray, name: str = POLE,
+                title: str = 'ik_node elbow pole') -> InteractiveMarker:
+    """Return the elbow pole handle ``name`` at ``point`` (3,), base frame."""
     pose = Pose(position=Point(x=float(point[0]), y=float(point[1]), z=float(point[2])))
     pose.orientation.w = 1.0
-    marker = InteractiveMarker(name=POLE, description='ik_node elbow pole',
-                               scale=POLE_SCALE_M, pose=pose)
+    marker = InteractiveMarker(name=name, description=title, scale=POLE_SCALE_M, pose=pose)
     marker.header.frame_id = base
     marker.controls = [_ball(0.02, (0.6, 0.3, 0.9), InteractiveMarkerControl.MOVE_3D)]
     marker.controls += _axis_controls(POLE, rotate=False)

@@ -329,7 +329,13 @@ def test_a_model_from_the_robot_description_topic_builds_the_group_once():
 
 
 def test_each_hand_has_its_rviz_handle_and_dragging_one_moves_that_hand():
-    """An RViz-like client (upstream's rules) sees a handle per hand, drags the left one."""
+    """An RViz-like client (upstream's rules) sees a handle per hand, drags the left one.
+
+    Then the left arm's pole handle, from its elbow a quarter turn about the
+    shoulder-wrist line: the pole is set there and the elbow turns to it
+    while the hand stays on its target.
+    """
+    from geometry_msgs.msg import Point, Pose, Quaternion
     from rviz_client import RUNNING, RvizLikeClient
     from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback
     name = 'pr2'
@@ -371,6 +377,30 @@ def test_each_hand_has_its_rviz_handle_and_dragging_one_moves_that_hand():
         # Recoloured by the left hand's own verdict, and following it.
         assert wait_until(lambda: (rviz.update(), 'arrived' in rviz.markers['left'].description)
                           [1], 5.0, spin_once), rviz.markers['left'].description
+        # Each arm's pole handle sits on its elbow; dragging the left one turns that elbow.
+        assert {'left_pole', 'right_pole'} <= set(rviz.markers)
+        joints = view.joints()
+        elbow0 = raw.pose(base, 'l_elbow_flex_link', joints)[:3, 3]
+        marker = rviz.markers['left_pole'].pose.position
+        assert np.linalg.norm(np.array([marker.x, marker.y, marker.z]) - elbow0) < 1e-3
+        s, w = (raw.pose(base, link, joints)[:3, 3]
+                for link in ('l_shoulder_lift_link', 'l_wrist_flex_link'))
+        u = (w - s) / np.linalg.norm(w - s)
+        centre = s + ((elbow0 - s) @ u) * u
+        pole = centre + 2.0 * np.cross(u, elbow0 - centre)   # a quarter turn, twice as far
+        drags = [Pose(position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                      orientation=Quaternion(w=1.0))
+                 for p in [elbow0 + (pole - elbow0) * k for k in np.linspace(0.2, 1.0, 5)]]
+        rviz.drag('left_pole', drags, spin)
+        assert wait_until(lambda: node.handles.poles >= 1, 5.0, spin_once)
+        np.testing.assert_allclose(node.session.tracker.lanes[0].pole, pole, atol=1e-9)
+
+        def turned():
+            elbow = raw.pose(base, 'l_elbow_flex_link', view.joints())[:3, 3]
+            return np.linalg.norm(elbow - pole) < 1.05 * np.linalg.norm(elbow0 - centre)
+        assert wait_until(turned, 20.0, spin_once)
+        tip = raw.pose(base, params['left.tip_link'], view.joints())
+        assert np.linalg.norm(tip[:3, 3] - goal[:3, 3]) < ARRIVED_M
         # Feedback on a marker that does not exist is refused and counted.
         rviz.feedback('middle', Feedback.POSE_UPDATE, poses[0])
         assert wait_until(lambda: node.handles.drags.counts['marker_unknown'] > 0, 5.0,
