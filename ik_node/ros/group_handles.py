@@ -21,7 +21,7 @@ from typing import Callable, Dict, Optional, Sequence
 from geometry_msgs.msg import PoseStamped
 from ik_node.ros.conversions import check_target, frames_at, matrix_to_pose, pose_matrix, \
     RejectedMessage
-from ik_node.ros.handles import HandlePolicy, LOOK_AHEAD_M, moved, pole_marker, RESET, \
+from ik_node.ros.handles import HandlePolicy, LOOK_AHEAD_M, moved, RESET, show_pole, \
     SMOOTHING, target_marker
 import numpy as np
 from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback, MenuEntry
@@ -124,15 +124,8 @@ class GroupHandles:
             handle = pole_name(name)
             if elbow is None or self.drags.dragging(handle, now):
                 continue
-            at = np.eye(4)
-            at[:3, 3] = elbow if lane.pole is None else lane.pole
-            if handle not in self._shown:
-                self.server.put(pole_marker(base, at[:3, 3], handle, f'ik_node {name} pole'))
-            elif moved(self._shown[handle], at):
-                self.server.move(handle, matrix_to_pose(at))
-            else:
-                continue
-            self._shown[handle] = at
+            show_pole(self.server, self._shown, base, elbow if lane.pole is None else lane.pole,
+                      handle, f'ik_node {name} pole')
 
     def on_feedback(self, msg: Feedback) -> Optional[str]:
         """Take one feedback message; return why it was refused (counted), or None."""

@@ -243,6 +243,23 @@ def pole_marker(base: str, point: np.ndarray, name: str = POLE,
     return marker
 
 
+def show_pole(server, shown: Dict[str, np.ndarray], base: str, point: np.ndarray,
+              name: str = POLE, title: str = 'ik_node elbow pole') -> None:
+    """Put pole handle ``name`` at ``point`` (3,), base frame, or move it there if it moved.
+
+    ``shown``: the handles' poses (4, 4) as last served, by name (updated).
+    """
+    at = np.eye(4)
+    at[:3, 3] = point
+    if name not in shown:
+        server.put(pole_marker(base, point, name, title))
+    elif moved(shown[name], at):
+        server.move(name, matrix_to_pose(at))
+    else:
+        return
+    shown[name] = at
+
+
 # -- the node's side ---------------------------------------------------------------------------
 
 class TargetHandles:
@@ -310,15 +327,7 @@ class TargetHandles:
             point = session.pole_target
         else:
             point = elbow_point(session.chain, session.q)
-        at = np.eye(4)
-        at[:3, 3] = point
-        if POLE not in self._shown:
-            self.server.put(pole_marker(base, point))
-        elif moved(self._shown[POLE], at):
-            self.server.move(POLE, matrix_to_pose(at))
-        else:
-            return
-        self._shown[POLE] = at
+        show_pole(self.server, self._shown, base, point)
 
     # -- feedback ------------------------------------------------------------------------------
 
