@@ -21,8 +21,8 @@ from typing import Callable, Dict, Optional, Sequence
 from geometry_msgs.msg import PoseStamped
 from ik_node.ros.conversions import check_target, frames_at, matrix_to_pose, pose_matrix, \
     RejectedMessage
-from ik_node.ros.handles import HandlePolicy, LOOK_AHEAD_M, moved, RESET, show_pole, \
-    SMOOTHING, target_marker
+from ik_node.ros.handles import handle_values, HandlePolicy, LOOK_AHEAD_M, moved, RESET, \
+    show_pole, SMOOTHING, target_marker
 import numpy as np
 from visualization_msgs.msg import InteractiveMarkerFeedback as Feedback, MenuEntry
 
@@ -172,8 +172,4 @@ class GroupHandles:
 
     def values(self) -> Dict[str, str]:
         """Diagnostics: handle targets streamed, poses coalesced, feedback refused by reason."""
-        values = {'handle_targets': str(self.targets), 'handle_poles': str(self.poles),
-                  'handle_poses_coalesced': str(self.drags.coalesced)}
-        values.update({f'handle_refused_{k}': str(v)
-                       for k, v in sorted(self.drags.counts.items())})
-        return values
+        return handle_values(self.targets, self.poles, self.drags)

@@ -384,8 +384,12 @@ class TargetHandles:
 
     def values(self) -> Dict[str, str]:
         """Diagnostics: handle targets streamed, poses coalesced, feedback refused by reason."""
-        values = {'handle_targets': str(self.targets), 'handle_poles': str(self.poles),
-                  'handle_poses_coalesced': str(self.drags.coalesced)}
-        values.update({f'handle_refused_{k}': str(v)
-                       for k, v in sorted(self.drags.counts.items())})
-        return values
+        return handle_values(self.targets, self.poles, self.drags)
+
+
+def handle_values(targets: int, poles: int, drags: HandlePolicy) -> Dict[str, str]:
+    """Return the handles' diagnostics: targets, poles streamed, coalesced, refused by reason."""
+    values = {'handle_targets': str(targets), 'handle_poles': str(poles),
+              'handle_poses_coalesced': str(drags.coalesced)}
+    values.update({f'handle_refused_{k}': str(v) for k, v in sorted(drags.counts.items())})
+    return values
