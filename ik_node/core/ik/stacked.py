@@ -363,8 +363,8 @@ class StackedIK:
         self._scratch = [(k.rows(e.chain.movable, 12), k.rows(e.chain.n, 6)) for e in effectors]
         self._unit = np.ones(6)
         self._warm = False
-        self._shared = np.array([name in self.union.shared() for name in self.union.names],
-                                dtype=bool)
+        shared = set(self.union.shared())
+        self._shared = np.array([name in shared for name in self.union.names], dtype=bool)
         self.elbows: List[Optional[Elbow]] = []
         for e in effectors:
             joint = elbow_joint(e.chain, e.elbow)
