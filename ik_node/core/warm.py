@@ -211,6 +211,49 @@ class KernelCompile:
         return time.monotonic() - self.started
 
 
+class ThreadWarmUp:
+    """``solver.warm_up(*args)`` in a daemon thread beside the ticks; the tick takes it when done.
+
+    A solver built on numba loads its kernels at their first call: warmed
+    up inside a tick, a stacked solver of two arms took 0.3-0.5 s (a
+    trajectory controller refused messages that arrived after their last
+    point). Here the tick goes on meanwhile; while the thread runs, Python
+    hands the GIL over every ``switch_interval_s`` (numba holds it while it
+    loads), and :meth:`finished` puts the interval back.
+
+    Attributes:
+        solver: the solver warmed up (use it once finished() and no error).
+        error: the exception warm_up raised, or None.
+
+    """
+
+    def __init__(self, solver, *args, switch_interval_s: float = 0.0005):
+        """Start the thread at once."""
+        self.solver = solver
+        self.error: Optional[BaseException] = None
+        self._interval: Optional[float] = sys.getswitchinterval()
+        sys.setswitchinterval(switch_interval_s)
+        self._thread = threading.Thread(target=self._run, args=args, daemon=True,
+                                        name='ik_node-warm-up')
+        self._thread.start()
+
+    def _run(self, *args) -> None:
+        """Warm the solver up; keep the exception, if any."""
+        try:
+            self.solver.warm_up(*args)
+        except Exception as exc:  # noqa: B902 - reported by the caller, which keeps its solver
+            self.error = exc
+
+    def finished(self) -> bool:
+        """Return whether the warm-up has ended; when it has, the switch interval is put back."""
+        if self._thread.is_alive():
+            return False
+        if self._interval is not None:
+            sys.setswitchinterval(self._interval)
+            self._interval = None
+        return True
+
+
 def _compile_from_stdin() -> int:
     """Child side of KernelCompile: compile_kernels of the pickled arguments on stdin."""
     compile_kernels(*pickle.loads(sys.stdin.buffer.read()))   # our own parent's bytes

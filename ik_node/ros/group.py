@@ -49,6 +49,7 @@ from ik_node.core.model.frames import UnionFrames
 from ik_node.core.motion.feedback import FeedbackPolicy
 from ik_node.core.motion.group import GroupTracker
 from ik_node.core.motion.session import MotionSession
+from ik_node.core.warm import ThreadWarmUp
 from ik_node.description.urdf import chain_from_urdf_string, link_frames, read_urdf_file
 from ik_node.ros.conversions import check_point, check_target, check_twist, frames_at, \
     pose_matrix, RejectedMessage
@@ -165,6 +166,8 @@ class GroupFront:
         self.received: Dict[str, int] = dict.fromkeys(self.names, 0)
         self._diagnostics_due: Optional[float] = None
         self._handles_due: Optional[float] = None
+        self._warming: Optional[ThreadWarmUp] = None   # the numba solver warming up
+        self._stays_numpy = False   # its warm-up failed
         self._refuse_unbuilt()
         self._subscribe()
         self._diag_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
@@ -477,22 +480,38 @@ class GroupFront:
             pub.publish(encoder.message(stream, stamp, now))
 
     def switch_when_compiled(self) -> None:
-        """With the kernels compiled and the arm at rest, go on with the stacked solve on numba."""
+        """With the kernels compiled and the arm at rest, go on with the stacked solve on numba.
+
+        The numba solver warms up in a thread (ThreadWarmUp) from the tick
+        the kernels are ready; the tick takes it at rest once it is warm.
+        """
         node = self._node
         solvers, session = node.solvers, node.session
         solvers.collect()
-        if session is None:
+        if session is None or not solvers.warm:
             return
         tracker = session.tracker
-        if not solvers.warm or not tracker.at_rest():
+        on_numpy = tracker.solver.backend == 'numpy' and not self._stays_numpy
+        if on_numpy and self._warming is None:
+            self._warming = ThreadWarmUp(self._stacked('auto'))
+        if not tracker.at_rest():
             return
         if tracker.backend == 'numpy':
             session.use_backend('auto')
-        if tracker.solver.backend == 'numpy':
-            stacked = self._stacked('auto')
-            stacked.warm_up()
-            tracker.solver = self.stacked = stacked
-            node.get_logger().info(f'stacked Jacobian: {stacked.backend} from now on')
+        if on_numpy and self._warming.finished():
+            self._take_warm_solver(tracker)
+
+    def _take_warm_solver(self, tracker) -> None:
+        """Solve on the warmed-up numba solver from now on (numpy on, if its warm-up failed)."""
+        warming, self._warming = self._warming, None
+        logger = self._node.get_logger()
+        if warming.error is not None:
+            self._stays_numpy = True
+            logger.warning(f'the stacked Jacobian stays on numpy: its numba warm-up failed '
+                           f'({warming.error})')
+            return
+        tracker.solver = self.stacked = warming.solver
+        logger.info(f'stacked Jacobian: {warming.solver.backend} from now on')
 
     def publish_side(self, now: float) -> None:
         """Refresh the handles at HANDLES_PERIOD_S and the diagnostics when due (s)."""
