@@ -211,7 +211,9 @@ def test_a_twist_on_one_hands_topic_moves_that_hand_and_the_other_holds():
         moved = left1[:3, 3] - left0[:3, 3]
         assert moved[1] > 0.04 and abs(moved[0]) < 5e-3 and abs(moved[2]) < 5e-3, moved
         assert np.linalg.norm(right1[:3, 3] - right0[:3, 3]) < 1e-3
-        assert node.twists_received >= 20
+        # Taken in on the left's topic (how many of the 30 depends on how busy the
+        # executor is: a node still on numpy beside a loaded machine took 13).
+        assert node.twists_received > 0 and not any(node.rejected.values()), node.rejected
         # A twist in a frame the model does not have is refused and counted.
         twist.header.frame_id = 'no_such_link'
         rejected = node.rejected['wrong_frame']
