@@ -192,6 +192,38 @@ def test_a_non_finite_goal_brakes_to_rest_within_the_limits(backend):
 
 
 @BACKENDS
+@settings(max_examples=examples(60), deadline=None)
+@given(speeds=st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3),
+       accels=st.lists(st.floats(0.5, 50.0), min_size=3, max_size=3),
+       dt=st.sampled_from([0.001, 0.002, 0.004, 0.01]))
+def test_braking_in_steps_puts_every_position_on_one_continuous_braking_curve(
+        backend, speeds, accels, dt):
+    """Each joint after k braking steps is where ``x(t) = w t - a t^2 / 2`` is at t = k dt.
+
+    The curve is the one the collision guard judges (w: its speed less a dt / 2,
+    guard.stepped_braking_velocity), computed here from its formula; the steps keep
+    the acceleration limit, and the last one lands on the curve's end (a
+    step to v = 0 ended up to a dt^2 / 8 short of it in each joint).
+    """
+    step = step_on(backend)
+    n = len(speeds)
+    v_max, lower, upper = [10.0] * n, [-50.0] * n, [50.0] * n
+    w = [math.copysign(max(abs(v) - 0.5 * a * dt, 0.0), v) for v, a in zip(speeds, accels)]
+    q, v = [0.0] * n, list(speeds)
+    for k in range(1, 10000):
+        q2, v2 = step(q, v, [math.nan] * n, dt, v_max, accels, lower, upper)
+        check_step(q, v, q2, v2, dt, [10.0] * n, accels, lower, upper)
+        q, v = q2, v2
+        for j in range(n):
+            t = min(k * dt, abs(w[j]) / accels[j])
+            curve = w[j] * t - math.copysign(0.5 * accels[j] * t * t, w[j])
+            assert abs(q[j] - curve) <= 1e-9 * max(1.0, abs(curve)), (j, k, q[j], curve)
+        if not any(v):
+            break
+    assert not any(v)
+
+
+@BACKENDS
 def test_a_lowered_acceleration_limit_still_keeps_the_position_limits(backend):
     step = step_on(backend)
     # Moving fast toward the limit, then the acceleration limit drops 100x: the

@@ -249,7 +249,7 @@ class LimitingStep:
         """Return the step (q1, v1) if the guard admits it, else the slid or braking one."""
         guard, c = self.guard, self.chain
         assert guard is not None
-        refusal = guard.judge(q, q1, v1, self.a_max, c.lower, c.upper)
+        refusal = guard.judge(q, q1, v1, self.a_max, c.lower, c.upper, dt)
         if refusal is None:
             self.report.free(dt)
             return q1, v1
@@ -257,7 +257,7 @@ class LimitingStep:
         if slid is not None:
             slid = np.clip(slid, c.lower, c.upper)
             for q2, v2 in self._slid_steps(q, v, slid, dt, speeds):
-                if guard.admits(q, q2, v2, self.a_max, c.lower, c.upper):
+                if guard.admits(q, q2, v2, self.a_max, c.lower, c.upper, dt):
                     self.report.held(guard.hold(refusal, 'slid'))
                     return q2, v2
         self.report.held(guard.hold(refusal, 'braked'))
