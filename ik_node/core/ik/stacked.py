@@ -176,6 +176,8 @@ class JointUnion:
         names: (N,) joint names: the first chain's, then each next chain's new ones.
         lower, upper, velocity: (N,) the joints' limits.
         continuous: (N,) bool.
+        turnable: (N,) bool: a whole turn of the joint is the same pose (as
+            Chain.turnable: revolute, not a mimic's leader).
         columns: per chain, (n_k,) the union index of each of its joints.
 
     Raises:
@@ -203,6 +205,7 @@ class JointUnion:
         upper: List[float] = []
         velocity: List[float] = []
         continuous: List[bool] = []
+        turnable: List[bool] = []
         self.columns: List[np.ndarray] = []
         for chain in chains:
             cols = []
@@ -222,6 +225,7 @@ class JointUnion:
                     upper.append(float(chain.upper[k]))
                     velocity.append(float(chain.velocity[k]))
                     continuous.append(bool(chain.continuous[k]))
+                    turnable.append(bool(chain.turnable[k]))
                 cols.append(j)
             self.columns.append(np.array(cols, dtype=np.int64))
         self.names = list(index)
@@ -231,6 +235,7 @@ class JointUnion:
         self.upper = np.array(upper)
         self.velocity = np.array(velocity)
         self.continuous = np.array(continuous)
+        self.turnable = np.array(turnable, dtype=bool)
 
     @property
     def n(self) -> int:
@@ -370,6 +375,18 @@ class StackedIK:
             joint = elbow_joint(e.chain, e.elbow)
             self.elbows.append(None if joint is None else Elbow(e.chain, joint))
 
+    def twin(self) -> 'StackedIK':
+        """Return a solver like this one with buffers of its own (for another thread).
+
+        The same end effectors, weights, locks, options and backend; not warmed up.
+        """
+        return StackedIK(self.effectors, joint_weights=self.weights,
+                         locked=[n for n, lock in zip(self.union.names, self.locked) if lock],
+                         tolerance=self.tolerance, max_iterations=self.max_iterations,
+                         max_restarts=self.max_restarts, timeout_s=self.timeout_s,
+                         nullspace_gain=self.nullspace_gain, max_step=self.max_step,
+                         backend=self.backend, random_seed=self.random_seed)
+
     def _weights(self, joint_weights) -> FloatArray:
         """Return (N,) the joint weights of the argument (module docstring), checked."""
         union = self.union
@@ -393,7 +410,8 @@ class StackedIK:
 
     # -- public -----------------------------------------------------------------------------
 
-    def solve(self, targets: Sequence, q_reference=None, poles=None) -> StackedResult:
+    def solve(self, targets: Sequence, q_reference=None, poles=None,
+              fixed=None) -> StackedResult:
         """Solve every end effector's task at its target together, near q_reference.
 
         Args:
@@ -402,6 +420,7 @@ class StackedIK:
             poles: per end effector a pole point (3,) or None (default none):
                 a solution that meets every task is then refined by pole steps
                 (:meth:`toward_poles`, at most POLE_REFINEMENTS, within the budget).
+            fixed: (N,) bool, joints held at q_reference in this solve (as locked ones).
 
         Returns:
             StackedResult: the first attempt that meets every task, else the one
@@ -422,9 +441,10 @@ class StackedIK:
             np.asarray(q_reference, dtype=np.float64)
         if seed.shape != (self.union.n,) or not np.all(np.isfinite(seed)):
             raise InvalidInputError(f'q_reference: expected {self.union.n} finite values')
-        lower = np.where(self.locked, np.clip(seed, self.union.lower, self.union.upper),
+        held = self.locked if fixed is None else self.locked | np.asarray(fixed, dtype=bool)
+        lower = np.where(held, np.clip(seed, self.union.lower, self.union.upper),
                          self.union.lower)
-        upper = np.where(self.locked, lower, self.union.upper)
+        upper = np.where(held, lower, self.union.upper)
         seed_in = np.clip(seed, lower, upper)
         rng = np.random.default_rng(self.random_seed)
         best: Optional[Tuple[float, FloatArray, list]] = None
@@ -478,7 +498,7 @@ class StackedIK:
                               joint_step=np.full(self.union.n, 0.01))
 
     def follow(self, targets: Sequence, q: FloatArray, iterations: int,
-               timed: bool = False) -> FloatArray:
+               timed: bool = False, fixed=None) -> FloatArray:
         """Return (N,) the joints a few LM iterations from q take toward every target.
 
         A motion step's goal (the tracker's, each tick): one bounded descent
@@ -496,12 +516,14 @@ class StackedIK:
                 arm joints at 2 rad/s) moves only where the fast ones cannot
                 serve, so the limiting step, which caps each joint's speed on
                 its own, does not bend the tips' way off the goal's.
+            fixed: (N,) bool, joints that stay at q in this step (as locked ones).
 
         """
         self.warm_up()
         split = [split_pose(np.asarray(t, dtype=np.float64)) for t in targets]
-        lower = np.where(self.locked, q, self.union.lower)   # a locked joint stays where it is
-        upper = np.where(self.locked, q, self.union.upper)
+        held = self.locked if fixed is None else self.locked | np.asarray(fixed, dtype=bool)
+        lower = np.where(held, q, self.union.lower)   # a locked joint stays where it is
+        upper = np.where(held, q, self.union.upper)
         scale = self._timed_scale if timed else None
         return self._descend(split, np.clip(q, lower, upper), q, lower, upper, iterations,
                              scale)[0]
@@ -578,6 +600,17 @@ class StackedIK:
     def forward(self, q: FloatArray) -> List[FloatArray]:
         """Return each end effector's tip pose (4, 4) at union joints q (N,)."""
         return [e.chain.forward(q[cols]) for e, cols in zip(self.effectors, self.union.columns)]
+
+    def tip_jacobians(self, q: FloatArray) -> FloatArray:
+        """Return (6k, N) each tip's Jacobian at union joints q (N,), stacked, base frame.
+
+        Per end effector its chain's (linear rows first, then angular), in the
+        union's columns (zero where its chain has no joint).
+        """
+        out = np.zeros((6 * len(self.effectors), self.union.n))
+        for k, (e, cols) in enumerate(zip(self.effectors, self.union.columns)):
+            out[6 * k:6 * k + 6, cols] = e.chain.jacobian(q[cols])
+        return out
 
     # -- poles ---------------------------------------------------------------------------
 

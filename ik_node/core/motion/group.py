@@ -32,9 +32,12 @@ are reached: pole steps in the null space of every task
 (StackedIK.toward_poles) make a joint path, played within every joint's
 limits (:class:`ik_node.core.motion.elbows.ElbowPath`). With a
 collision guard (a model of every driven link: the arms, the torso, each
-other) each step keeps the margin as one arm's does, the goal slid in joint
-space. Not here (yet): the free solutions, searches and paths of one arm's
-recovery.
+other) each step keeps the margin as one arm's does, the goal slid in the
+tips' metric (the hands at their targets keep their arms' joints). While the
+guard holds the steps, the local steps move neither the shared joints nor
+the arms of the hands at their targets; a stall against what holds them
+brings the arm to rest, and the worker is asked for a free solution and a
+joint path to it (:class:`ik_node.core.motion.group_route.GroupRecovery`).
 A goal at a local minimum of the summed error (targets that cannot all be
 met) is the current joints: the arm rests there, and each end effector's
 verdict says how far it is.
@@ -52,6 +55,7 @@ from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.elbows import ElbowPath
+from ik_node.core.motion.group_route import GroupRecovery
 from ik_node.core.motion.joints import JointMotion
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
@@ -65,12 +69,16 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 _clock = _time.perf_counter
 
 # Stacked LM iterations per motion step: enough that a goal keeps up with a
 # trajectory's sample, few enough that a tick's cost is bounded (each is one
 # stacked step of every end effector's rows).
 FOLLOW_ITERATIONS = 3
+# An end effector this near its target (m, rad) keeps its arm's joints where a slid goal
+# has them (_still_joints).
+STILL_M, STILL_RAD = 1e-3, 0.01
 # A goal this close to the current command in every joint is the command (tracker.ARRIVED).
 ARRIVED = 1e-12
 # Local steps that move no joint more than this (rad, m) toward final targets have stalled.
@@ -215,7 +223,9 @@ class GroupTracker(JointMotion):
         time: the caller's clock now, s.
         velocity: (N,) initial velocities (default at rest).
         backend: 'auto', 'numpy' or 'numba' for the limiting step.
-        worker: only paused by a session (nothing open-ended is asked).
+        worker: answers the recovery's questions (a free solution and a path
+            when the margin holds the arm; default: ImmediateWorker, in the
+            caller's thread).
 
     Raises:
         InvalidInputError: an invalid config, or q0 not finite / not within the limits.
@@ -242,6 +252,12 @@ class GroupTracker(JointMotion):
         # The elbows' way to their poles at final targets (_along_elbow_path), else None.
         self._elbow_path: Optional[ElbowPath] = None
         self._elbow_velocity = np.zeros(union.n)
+        #: Rest, a free goal and a path when the margin holds the arm (group_route).
+        self.recovery = GroupRecovery()
+        self.stepper.tip_jacobian = lambda x: self.solver.tip_jacobians(x)
+        self.stepper.still = self._still_joints
+        shared = set(union.shared())
+        self._shared = np.array([name in shared for name in union.names], dtype=bool)
         self.set_backend(backend)
 
     # -- state ------------------------------------------------------------------------
@@ -302,12 +318,14 @@ class GroupTracker(JointMotion):
         """Return every end effector against its target at (q, v) (N,) (default: the command)."""
         q = self.q if q is None else np.asarray(q, dtype=np.float64)
         v = self.v if v is None else np.asarray(v, dtype=np.float64)
-        turning = self._elbow_path is not None and not self._elbow_path.finished
+        turning = (self._elbow_path is not None and not self._elbow_path.finished) or \
+            self.recovery.route is not None
         still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and not turning and \
             not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
                     for lane in self.lanes)
         asked = [lane.asked for lane in self.lanes]
-        blocked = 'blocked' if self.stepper.report.blocked is not None else ''
+        blocked = 'blocked' if self.stepper.report.blocked is not None or \
+            self.recovery.resting else ''
         errors = self.solver.errors(asked, q)
         met = self.solver.met(asked, q)
         out = []
@@ -445,6 +463,7 @@ class GroupTracker(JointMotion):
         """Go back to the initial joint positions, in joint space, within the limits."""
         self.mode = Mode.RESET
         self._has_target = True
+        self._forget_held()
         for lane in self.lanes:
             lane.twists.twist = None
             lane.target = lane.asked = lane.tip(self.q0)
@@ -489,14 +508,59 @@ class GroupTracker(JointMotion):
         lane.trajectory.add_key(time, lane.target[:3, 3],
                                 matrix_to_quaternion(lane.target[:3, :3]))
 
-    def _poles(self) -> Optional[List[Optional[FloatArray]]]:
+    def _fixed_while_held(self, q: FloatArray) -> Optional[BoolArray]:
+        """Return (N,) bool, the joints a local step keeps while the guard holds them, or None.
+
+        While a step was held (slid or braked) lately: the shared joints (a
+        torso) and the arms of the hands at their targets (_still_joints).
+        The held hand slides by its own arm; the torso, with the other arm
+        turning against it to keep its hand, moved that hand up to 6 cm (the
+        two joint groups do not keep pace under the limits). When the hand
+        stalls, the recovery (group_route) may move the torso on a planned
+        path with the other hand kept on its target.
+        """
+        if self.stepper.report.blocked is None or self.guard is None:
+            return None
+        still = self._still_joints(q)
+        return self._shared | (False if still is None else still)
+
+    def _still_joints(self, q: FloatArray) -> Optional[BoolArray]:
+        """Return (N,) bool, the joints a slid goal keeps (LimitingStep.still), or None.
+
+        Along a route, the joints it keeps; else the own joints (not shared)
+        of the end effectors within STILL_M and STILL_RAD of their targets at
+        q: a hand that holds is not moved to let another slide along a box
+        (in the tips' metric alone, a slide turned the torso with the holding
+        arm's joints against it, and that hand drifted 6 cm over 3 s).
+        """
+        route = self.recovery.still_joints()
+        if route is not None:
+            return route
+        still = np.zeros(self.chain.n, dtype=bool)
+        counts = np.zeros(self.chain.n, dtype=int)
+        errors = self.solver.errors(self.targets, q)
+        for (pos, rot), cols in zip(errors, self.chain.columns):
+            counts[cols] += 1
+            if pos <= STILL_M and rot <= STILL_RAD:
+                still[cols] = True
+        return still & (counts == 1)
+
+    def hold(self, q: FloatArray) -> None:
+        """Hold joints q (N,) for the final targets till new ones (the end of a route)."""
+        self._held = np.array(q, dtype=np.float64)
+
+    def active_poles(self) -> Optional[List[Optional[FloatArray]]]:
         """Return each end effector's pole (None each without), or None when none has one."""
         poles = self.poles
         return poles if any(p is not None for p in poles) else None
 
     def _forget_held(self) -> None:
-        """Let the local steps lead again (new targets, a new state): a full solve may be asked."""
+        """Let the local steps lead again (new targets, a new state): a full solve may be asked.
+
+        A route is dropped, and a question under way will not be taken (a new key).
+        """
         self._held, self._asked, self._elbow_path = None, False, None
+        self.recovery.forget()
 
     def _restart_all(self, time: float) -> None:
         self.feed.forget()
@@ -549,10 +613,15 @@ class GroupTracker(JointMotion):
         goal_v = self.feed.of(goal, float(time), source)
         if source == (self.mode, POLES):   # the elbows' path's own velocity
             goal_v = self._elbow_velocity
+        # Slid in the tips' metric (LimitingStep.task_metric): a hand that holds is not
+        # moved by a slide (a route's in joint space's moved the torso, and the other
+        # hand 4 cm); a reset's in joint space's.
+        in_task = self.mode != Mode.RESET
         self.q, self.v = self.stepper.step_within_tip_speeds(
             self.q, self.v, goal, goal_v, dt,
             None if tips is None else (self.config.max_linear_speed,
-                                       self.config.max_angular_speed), tips=tips)
+                                       self.config.max_angular_speed), in_task=in_task,
+            tips=tips)
         self.costs.add('limits', _clock() - stepping)
         for lane in teleoperated:   # the target leads the tip by at most the twist's lead
             lane.twists.bound(lane.target, lane.tip(self.q))
@@ -578,14 +647,19 @@ class GroupTracker(JointMotion):
             pose, done = lane.sample(time, smooth)
             poses.append(pose)
             final = final and done
+        if final and self.guard is not None:
+            routed = self.recovery.goal(self, poses, time)
+            if routed is not None:
+                return routed, None
         if final and self._held is not None:
             return self._held, None
         start = np.clip(np.asarray(reference, dtype=np.float64), self.chain.lower,
                         self.chain.upper)
-        poles = self._poles()
+        poles = self.active_poles()
         if poles is not None and final:
             return self._along_elbow_path(poses, start, poles, dt)
-        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True)
+        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True,
+                                  fixed=self._fixed_while_held(start))
         if final:
             return self._unstalled(poses, start, goal), None
         return goal, (self.mode,)
@@ -650,7 +724,7 @@ class GroupTracker(JointMotion):
                 all(self.solver.met(poses, goal)):
             return goal
         self._asked = True
-        result = self.solver.solve(poses, q_reference=start, poles=self._poles())
+        result = self.solver.solve(poses, q_reference=start, poles=self.active_poles())
         if not result.success:
             return goal
         self._held = result.q

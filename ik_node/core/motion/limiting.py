@@ -17,7 +17,7 @@ Joints are (n,) arrays in chain order: rad (m for prismatic), rad/s, rad/s^2.
 """
 
 import time as _time
-from typing import Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 from ik_node.core.collision.guard import Blocked, CollisionGuard
 from ik_node.core.ik.stacked import JointUnion
@@ -45,6 +45,8 @@ TIP_SPEED_SHARE = 0.99
 # m^2 per rad^2: keeps it positive definite; moves the tip does not feel (a
 # redundant arm's self-motion) cost this little.
 SLIDE_DAMPING = 1e-4
+# What a still joint's rad^2 costs a slid goal (LimitingStep.still), against ~1 for the others.
+STILL_WEIGHT = 1e6
 # A hold stays reported (blocked, the WARN level) until the steps have gone
 # free for this long, s: at the margin, slid and free steps alternate, and a
 # status sampled at 1 Hz would flicker between them.
@@ -99,6 +101,11 @@ class LimitingStep:
         kernels: the backend's limits kernels.
         guard: the collision constraint (None: nothing checked).
         report: what held the steps lately (a HoldReport; new with each guard).
+        tip_jacobian: q (n,) -> (6k, n) the tips' Jacobians stacked (several
+            end effectors), or None: the chain's tip (task_metric).
+        still: q (n,) -> (n,) bool, the joints a slid goal does not move (a hand
+            at its target: its arm's joints), or None; or None. Asked only when
+            a step is slid.
 
     """
 
@@ -112,6 +119,8 @@ class LimitingStep:
         self.guard: Optional[CollisionGuard] = None
         self.report = HoldReport()
         self.costs = costs
+        self.tip_jacobian: Optional[Callable[[FloatArray], FloatArray]] = None
+        self.still: Optional[Callable[[FloatArray], Optional[npt.NDArray[np.bool_]]]] = None
 
     def use_accelerations(self, limits: FloatArray, at_rest: bool) -> None:
         """Take new acceleration limits (n,), rad/s^2: raised ones at once, lowered ones from rest.
@@ -253,7 +262,7 @@ class LimitingStep:
         if refusal is None:
             self.report.free(dt)
             return q1, v1
-        slid = guard.slid_goal(q, goal, refusal, self.task_metric(q) if in_task else None)
+        slid = guard.slid_goal(q, goal, refusal, self._slide_metric(q, in_task))
         if slid is not None:
             slid = np.clip(slid, c.lower, c.upper)
             for q2, v2 in self._slid_steps(q, v, slid, dt, speeds):
@@ -263,17 +272,39 @@ class LimitingStep:
         self.report.held(guard.hold(refusal, 'braked'))
         return self.limited(q, v, np.full(c.n, np.nan), np.zeros(c.n), dt, speeds)
 
+    def _slide_metric(self, q: FloatArray, in_task: bool) -> Optional[FloatArray]:
+        """Return the metric a goal is slid in (None: joint space's), still joints held.
+
+        A joint in ``still`` costs STILL_WEIGHT per rad^2: the slide moves it
+        by about 1e-6 of the others' motion.
+        """
+        metric = self.task_metric(q) if in_task else None
+        still = None if self.still is None else self.still(q)
+        if still is None or not np.any(still):
+            return metric
+        base = np.eye(self.chain.n) if metric is None else metric
+        return base + STILL_WEIGHT * np.diag(still.astype(np.float64))
+
     def task_metric(self, q: FloatArray) -> FloatArray:
         """Return (n, n) J^T W J + SLIDE_DAMPING I at q: the tip's motion per joint step.
 
         W weighs a radian of the tip's rotation as ROT_WEIGHT_M metres. A goal
         slid in this metric moves the tip along the surface toward its pose
         (issue 50: in joint space's own, the demo's tip dove under the shelf's top).
+        With several tips (``tip_jacobian``) the sum over them: a hand held
+        by a shelf slides without moving the other hand (in joint space's
+        metric the slide moved the torso they share, and the other hand
+        left its target by 1-5 cm).
         """
-        chain = self.chain
-        assert isinstance(chain, Chain), 'task metric: a chain to one tip'
-        jac = chain.jacobian(q)
-        jac[3:] *= ROT_WEIGHT_M
+        if self.tip_jacobian is not None:
+            jac = self.tip_jacobian(q)
+        else:
+            chain = self.chain
+            assert isinstance(chain, Chain), 'task metric: a chain to one tip, or tip_jacobian'
+            jac = chain.jacobian(q)
+        jac = jac.reshape(-1, 6, self.chain.n)
+        jac[:, 3:] *= ROT_WEIGHT_M
+        jac = jac.reshape(-1, self.chain.n)
         return jac.T @ jac + SLIDE_DAMPING * np.eye(self.chain.n)
 
     def _slid_steps(self, q: FloatArray, v: FloatArray, slid: FloatArray, dt: float,

@@ -219,7 +219,16 @@ class GoalEngine:
     # -- answers ---------------------------------------------------------------------------
 
     def answer(self, question: Question) -> Answer:
-        """Answer ``question`` (may raise Superseded at a checkpoint)."""
+        """Answer ``question`` (may raise Superseded at a checkpoint).
+
+        A question of another kind (group_route.GroupQuestion) answers itself
+        with this engine (``answer_with``).
+        """
+        custom = getattr(question, 'answer_with', None)
+        if custom is not None:
+            answer = custom(self)
+            self.answered += 1
+            return answer
         start = time.perf_counter()
         solver = self.solver_for(question.solver)
         free = self.free_for(question.world)
@@ -327,7 +336,12 @@ def twin_solver(solver: IKSolver) -> IKSolver:
     A solver make_solver cannot build again (the caller's own class) is
     shared as it is: the tick never solves with it in full.
     """
+    make_twin = getattr(solver, 'twin', None)   # a StackedIK makes its own
     try:
+        if make_twin is not None:
+            stacked = make_twin()
+            stacked.warm_up()   # its kernels load here, once (as below)
+            return stacked
         twin = make_solver(solver.chain, solver.name, solver.budget_s, solver.backend,
                            solver.task)
         if type(twin) is not type(solver):
@@ -341,7 +355,13 @@ def twin_solver(solver: IKSolver) -> IKSolver:
 
 
 def failed_answer(question: Question, exc: BaseException) -> Answer:
-    """Return the answer of a question whose engine failed: hold the start, say why."""
+    """Return the answer of a question whose engine failed: hold the start, say why.
+
+    A question of another kind says it itself (``failed``).
+    """
+    custom = getattr(question, 'failed', None)
+    if custom is not None:
+        return custom(exc)
     chain = question.solver.chain
     task = getattr(question.solver, 'task', POSE)   # the last resort: it never fails itself
     pos, rot = task.error(question.pose, chain.forward(question.start))
