@@ -19,6 +19,7 @@ straight way only), to show what the planner adds.
 """
 
 import math
+import os
 import time
 from typing import List, Optional
 
@@ -178,11 +179,18 @@ def add_parser(subparsers):
     p.add_argument('--planner', nargs='+', default=['auto', 'none'],
                    choices=['auto', 'ompl', 'own', 'none'],
                    help="the worker's planner; 'none': without one (default: auto none)")
+    p.add_argument('--two-arms', action='store_true',
+                   help='two arms held by the margin instead (ik_node.bench.group_arrival: '
+                        "iiwa14_dual, a plate across the left hand's way per scene)")
+    p.add_argument('--scenes', type=int, default=20, help='scenes for --two-arms (20)')
     p.set_defaults(func=run)
 
 
 def run(args):
     """Run the benchmark and print tables, or one JSON object with --json."""
+    if args.two_arms:
+        from ik_node.bench import group_arrival
+        return group_arrival.run(args, ' '.join(f'{x:.2f}' for x in os.getloadavg()))
     started = time.perf_counter()
     table = rows(args)
     report = {'benchmark': 'arrival', 'seed': args.seed, 'machine': machine_info(),

@@ -38,8 +38,8 @@ import yaml
 
 coal = pytest.importorskip('coal', reason='coal is not installed: collision is off without it')
 
-from ik_node.core.collision.guard import CollisionGuard  # noqa: E402,I100
-from ik_node.core.collision.shapes import checked_shape  # noqa: E402
+from ik_node.bench import group_arrival  # noqa: E402,I100
+from ik_node.core.collision.guard import CollisionGuard  # noqa: E402
 from ik_node.core.ik.stacked import EndEffector, JointUnion, StackedIK  # noqa: E402
 from ik_node.core.model.frames import UnionFrames  # noqa: E402
 from ik_node.core.motion.config import TrackerConfig  # noqa: E402
@@ -79,14 +79,7 @@ def model():
     return MODEL['model']
 
 
-def box(centre, size):
-    """Return a box obstacle (sizes m) at ``centre``, base frame, axes along the base's."""
-    pose = np.eye(4)
-    pose[:3, 3] = centre
-    return checked_shape('box', tuple(size), pose, source='test')
-
-
-FLOOR = checked_shape('halfspace', (), np.eye(4), source='test')
+box, FLOOR = group_arrival.box, group_arrival.FLOOR
 
 
 def session_with(obstacles, worker=None):
@@ -159,32 +152,15 @@ def test_a_hand_no_free_solution_serves_rests_blocked_and_the_other_hand_settles
 def plate_scenes(draw):
     """Draw (target (4, 4) of the left hand, plate): a plate across its straight way.
 
-    The hand moved 0.2-0.4 m in a random direction, its orientation kept; a
-    12 x 12 cm plate, 2 cm thick across the way's main axis, halfway. Drawn
-    again (up to 60 times) until the arms start clear of it and the target's
-    nearest stacked solution keeps 3 cm from everything.
+    ik_bench's scenes (ik_node.bench.group_arrival.plate_scene): the hand
+    moved 0.2-0.4 m in a random direction, its orientation kept; a 12 x 12 cm
+    plate, 2 cm thick across the way's main axis, halfway; the arms start
+    clear of it and the target's nearest stacked solution keeps 3 cm.
     """
     seed = draw(st.integers(0, 2 ** 31 - 1))
-    rng = np.random.default_rng(seed)
-    stacked = StackedIK([EndEffector(n, c) for n, c in zip(NAMES, CHAINS)], backend='numba',
-                        joint_weights={'torso_lift_joint': 0.1})
-    left, right = stacked.forward(Q0)
-    checked = model().copy()
-    for _ in range(60):
-        way = rng.normal(size=3)
-        way *= rng.uniform(0.2, 0.4) / np.linalg.norm(way)
-        size = [0.12, 0.12, 0.12]
-        size[int(np.argmax(np.abs(way)))] = 0.02
-        plate = box(left[:3, 3] + 0.5 * way, size)
-        checked.set_obstacles({'plate': (plate,), 'floor': (FLOOR,)})
-        if checked.distances(Q0, 0.02).lowest < 0.02:
-            continue
-        target = left.copy()
-        target[:3, 3] += way
-        result = stacked.solve([target, right], q_reference=Q0)
-        if result.success and checked.distances(result.q, 0.03).lowest >= 0.03:
-            return target, plate
-    raise AssertionError(f'no scene in 60 draws of seed {seed}')
+    if 'robot' not in MODEL:
+        MODEL['robot'] = group_arrival.TwoArms()
+    return group_arrival.plate_scene(MODEL['robot'], np.random.default_rng(seed))
 
 
 def drive(session, watch, target, right, seconds, pace=None):

@@ -271,9 +271,7 @@ class GroupRecovery:
         if self._asking is None:
             return
         answer = host.worker.poll()
-        if answer is None:
-            if not host.worker.busy:   # lost (another question replaced it): may ask again
-                self._asking = None
+        if answer is None:   # not yet (only this recovery asks the tracker's worker)
             return
         self._asking = None
         if not isinstance(answer, GroupAnswer) or answer.key != key:
