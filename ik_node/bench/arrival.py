@@ -21,58 +21,20 @@ straight way only), to show what the planner adds.
 import math
 import os
 import time
-from typing import List, Optional
+from typing import List
 
 from ik_node.bench import scenes
+from ik_node.bench.bench_workers import LaggedWorker, NoPlanner
 from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
 from ik_node.bench.ik import BUNDLED
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.planner import JointPlanner
 from ik_node.core.motion.arrival import arrived
-from ik_node.core.motion.worker import ImmediateWorker
 from ik_node.core.poses import pose_error
 import numpy as np
 
 PROOF_S = 5.0        # the bench's own plan that proves a target reachable in free space, s
 TICK = scenes.PERIOD
-
-
-class NoPlanner:
-    """A planner that finds nothing (``--planner none``)."""
-
-    name = 'none'
-
-    def plan(self, guard, start, goal, checkpoint, attempt=0):
-        """Return no path."""
-        return None, 'the planner is off (ik_bench arrival --planner none)'
-
-
-class LaggedWorker(ImmediateWorker):
-    """Answers as it is asked, and hands the answer over when its compute time has passed.
-
-    The clock is the simulation's (``now()``, s): an answer that took 40 ms of
-    wall-clock time is taken by the tick 40 ms of simulated time later, as
-    a worker thread's would be.
-    """
-
-    def __init__(self, planner, now):
-        """Answer with ``planner``; ``now()`` returns the simulated clock, s."""
-        super().__init__(planner)
-        self._now = now
-        self._due: Optional[float] = None
-
-    def ask(self, question) -> None:
-        """Answer now; hand the answer over after its compute time."""
-        started = time.perf_counter()
-        super().ask(question)
-        self._due = self._now() + (time.perf_counter() - started)
-
-    def poll(self):
-        """Return the answer once its time has come."""
-        if self._due is None or self._now() < self._due:
-            return None
-        self._due = None
-        return super().poll()
 
 
 def reachable_targets(arm: scenes.Arm, count: int, spread: float, rng: np.random.Generator,

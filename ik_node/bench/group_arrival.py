@@ -9,7 +9,7 @@ sent 0.2-0.4 m in a random direction, orientation kept; a 12 x 12 x 2 cm
 plate halfway, across the way; the arms start clear of it and the target's
 nearest stacked solution keeps 3 cm). The motion session runs on simulated
 time at 100 Hz; the worker answers each question when as much simulated
-time has passed as the answer took (arrival.LaggedWorker), as the node's
+time has passed as the answer took (bench_workers.LaggedWorker), as the node's
 worker thread would. Per scene: arrived (both hands within 0.1 mm and
 1 mrad of their targets, at rest) within ``--timeout``, the time to
 arrive, the questions answered (a free solution and a path), the farthest
@@ -22,7 +22,7 @@ the rest and the free solution only), to show what the path adds.
 import time
 from typing import List, Optional, Tuple
 
-from ik_node.bench.arrival import LaggedWorker, NoPlanner
+from ik_node.bench.bench_workers import LaggedWorker, NoPlanner
 from ik_node.bench.common import cell, machine_info, print_json, print_table, print_title
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.planner import JointPlanner

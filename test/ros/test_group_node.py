@@ -412,7 +412,7 @@ def test_each_hand_has_its_rviz_handle_and_dragging_one_moves_that_hand():
 def test_a_hand_behind_a_plate_goes_round_it_over_dds_and_the_other_holds(tmp_path):
     """The bundled two-arm robot's left hand sent behind a plate (issue 52's recovery).
 
-    config/iiwa14_dual.yaml's parameters, its floor and a 12 x 12 cm plate
+    config/iiwa14_dual.yaml's parameters, its floor and a 20 x 20 cm plate
     across the left hand's straight way. The local steps stall against the
     plate; the node's worker thread finds a free solution and a path round
     it. Judged from every joint state received: the left hand arrives, the
@@ -435,7 +435,7 @@ def test_a_hand_behind_a_plate_goes_round_it_over_dds_and_the_other_holds(tmp_pa
     obstacles = tmp_path / 'plate.yaml'
     obstacles.write_text(yaml.safe_dump({'obstacles': [
         {'name': 'floor', 'shape': 'halfspace', 'position': [0.0, 0.0, 0.0]},
-        {'name': 'plate', 'shape': 'box', 'size': [0.02, 0.12, 0.12],
+        {'name': 'plate', 'shape': 'box', 'size': [0.02, 0.2, 0.2],
          'position': [float(x) for x in plate]}]}))
     params = {key: value for key, value in config.items() if not key.endswith('command_topic')}
     params.update(urdf_path=str(xml_path), obstacles_file=str(obstacles), target_marker=False)

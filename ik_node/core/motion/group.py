@@ -257,7 +257,8 @@ class GroupTracker(JointMotion):
         self.stepper.tip_jacobian = lambda x: self.solver.tip_jacobians(x)
         self.stepper.still = self._still_joints
         shared = set(union.shared())
-        self._shared = np.array([name in shared for name in union.names], dtype=bool)
+        #: (N,) bool: the joints of more than one chain (a torso).
+        self.shared_joints = np.array([name in shared for name in union.names], dtype=bool)
         self.set_backend(backend)
 
     # -- state ------------------------------------------------------------------------
@@ -522,7 +523,7 @@ class GroupTracker(JointMotion):
         if self.stepper.report.blocked is None or self.guard is None:
             return None
         still = self._still_joints(q)
-        return self._shared | (False if still is None else still)
+        return self.shared_joints | (False if still is None else still)
 
     def _still_joints(self, q: FloatArray) -> Optional[BoolArray]:
         """Return (N,) bool, the joints a slid goal keeps (LimitingStep.still), or None.

@@ -54,6 +54,9 @@ MAX_PLANS = 3
 NEAR_M, NEAR_RAD = 0.02, 0.1
 # Kept hands (hands_kept): a joint may move at most this much between two path points, rad.
 KEEP_JUMP_RAD = 0.2
+# The note of a path the holding hands could not be kept along (another plan is asked;
+# the last plan's path is taken as it is).
+NOT_KEPT = 'no path found that keeps the holding hands on their targets'
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +158,8 @@ class GroupRecovery:
         self._asking: Optional[tuple] = None
         self._plans: Tuple[Optional[tuple], int, bool] = (None, 0, True)
         self._progress = Progress()
+        self._asked_poses: List[FloatArray] = []
+        self._route_still: Optional[BoolArray] = None
         self._fixed: Optional[FloatArray] = None   # Progress's goal: the error alone counts
 
     @property
@@ -163,11 +168,17 @@ class GroupRecovery:
         return self._rest is not None
 
     def still_joints(self) -> Optional[BoolArray]:
-        """Return (N,) bool, the joints the route followed keeps where they are, or None."""
-        route = self.route
-        if route is None:
+        """Return (N,) bool, the joints a slid step keeps on the route's values, or None.
+
+        Those the route does not move, the shared ones (a torso) and the
+        arms of the hands it keeps on their targets (hands_kept): a slide
+        along what the path grazes moves the held arm's own joints only (a
+        slide that moved the torso off the path, the kept arm on it, moved
+        that hand 2.5 cm on a loaded machine).
+        """
+        if self.route is None:
             return None
-        return np.ptp(route.path, axis=0) == 0.0
+        return self._route_still
 
     def forget(self) -> None:
         """Start anew: new targets or poles, a re-sync, a reset (a new key)."""
@@ -261,7 +272,7 @@ class GroupRecovery:
         """Ask the worker for a free goal and a path from the arm's joints."""
         plans = self._plans[1]
         self._plans = (key, plans + 1, False)
-        self._asking = key
+        self._asking, self._asked_poses = key, list(poses)
         host.worker.ask(GroupQuestion(key, tuple(poses), host.q.copy(), host.active_poles(),
                                       host.solver, World.of(host.guard), attempt=plans))
         self._take_answer(host, key, time)
@@ -279,11 +290,14 @@ class GroupRecovery:
         if answer.path is None:
             self.no_path = answer.note or 'no path'
             # Another plan may find one when this one ran out of time.
-            self._plans = (key, self._plans[1], answer.note.startswith(NO_PATH_IN_TIME))
+            self._plans = (key, self._plans[1], answer.note.startswith(NO_PATH_IN_TIME) or
+                           answer.note == NOT_KEPT)
             self._rest_for(key)
             return
         self.no_path = ''
         self.route = PathRoute(key, answer.path, time)
+        kept = near_and_own(host.solver, self._asked_poses, answer.path[0], near_ones=True)[1]
+        self._route_still = (np.ptp(answer.path, axis=0) == 0.0) | kept | host.shared_joints
         self._rest_for(None)
         self._progress.restart(key, time)
 
@@ -317,9 +331,15 @@ def answer_group(engine, question: GroupQuestion) -> GroupAnswer:
             continue
         path, note = plan_in(engine.planner, guard, start, goal, moving, engine.checkpoint,
                              question.attempt)
-        if path is not None:   # its end: the goal, or a twin whole turns away it reached
-            path = hands_kept(solver, guard, path, question.poses, start, engine.checkpoint)
-            return GroupAnswer(question.key, path[-1], path, '', time.perf_counter() - started)
+        if path is None:
+            continue
+        kept = hands_kept(solver, guard, path, question.poses, start, engine.checkpoint)
+        if kept is None and question.attempt < MAX_PLANS - 1:
+            note = NOT_KEPT   # another plan (other samples) may keep them
+            continue
+        path = path if kept is None else kept   # the last plan: the way, hands or not
+        # Its end: the goal, or a twin whole turns away that the path reached.
+        return GroupAnswer(question.key, path[-1], path, '', time.perf_counter() - started)
     return GroupAnswer(question.key, None, None, note, time.perf_counter() - started)
 
 
@@ -370,17 +390,17 @@ def settled(solver, poses: Sequence[FloatArray], q: FloatArray) -> FloatArray:
 
 
 def hands_kept(solver, guard: CollisionGuard, path: FloatArray, poses: Sequence[FloatArray],
-               start: FloatArray, checkpoint) -> FloatArray:
-    """Return ``path`` (k, N) with the hands that were near their targets kept on them.
+               start: FloatArray, checkpoint) -> Optional[FloatArray]:
+    """Return ``path`` (k, N) with the hands that were near their targets kept on them, or None.
 
     A path over every joint moves a torso, and a planner's samples move the
     other arm too: a hand that only held (NEAR_M, NEAR_RAD of its target at
     ``start``) swung 11 cm on the way. Each point's joints of such an end
     effector's own chain (not shared) are solved again for its target, from
-    the previous point's, every other joint as the path has it. The path is
-    returned unchanged when a point is not solved, a joint jumps more than
-    KEEP_JUMP_RAD between two points, or a segment leaves the margin plus the
-    planner's clearance (Validity); the tick's guard judges every step anyway.
+    the previous point's, every other joint as the path has it. None when a
+    point is not solved, a joint jumps more than KEEP_JUMP_RAD between two
+    points, or a segment leaves the margin plus the planner's clearance
+    (Validity); ``path`` itself when no hand holds.
     """
     near, own = near_and_own(solver, poses, start, near_ones=True)
     if not own.any() or all(near):
@@ -394,11 +414,11 @@ def hands_kept(solver, guard: CollisionGuard, path: FloatArray, poses: Sequence[
         targets = [pose if ok else tip for pose, tip, ok in zip(poses, tips, near)]
         result = solver.solve(targets, q_reference=seed, fixed=~own)
         if not result.success or float(np.max(np.abs(result.q - previous))) > KEEP_JUMP_RAD:
-            return path
+            return None
         out[k] = previous = result.q
     valid = Validity(guard, start, checkpoint, out[-1])
     if not all(valid.segment(a, b) for a, b in zip(out[:-1], out[1:])):
-        return path
+        return None
     return out
 
 
