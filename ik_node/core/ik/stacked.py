@@ -369,7 +369,8 @@ class StackedIK:
         self._unit = np.ones(6)
         self._warm = False
         shared = set(self.union.shared())
-        self._shared = np.array([name in shared for name in self.union.names], dtype=bool)
+        #: (N,) bool: the joints of more than one chain (a torso).
+        self.shared_joints = np.array([name in shared for name in self.union.names], dtype=bool)
         self.elbows: List[Optional[Elbow]] = []
         for e in effectors:
             joint = elbow_joint(e.chain, e.elbow)
@@ -647,7 +648,7 @@ class StackedIK:
             own = [pole if i == k else None for i in range(len(poles))]
             mine = np.zeros(self.union.n, dtype=bool)
             mine[self.union.columns[k]] = True
-            mine &= ~self._shared   # nor a torso several chains share
+            mine &= ~self.shared_joints   # nor a torso several chains share
             q = self._pole_step(split, q, own, np.where(mine, lower, q), np.where(mine, upper, q),
                                 scale, step, joint_step)
         return q

@@ -55,7 +55,7 @@ from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.elbows import ElbowPath
-from ik_node.core.motion.group_route import GroupRecovery
+from ik_node.core.motion.group_route import GroupRecovery, near_and_own
 from ik_node.core.motion.joints import JointMotion
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
@@ -256,9 +256,6 @@ class GroupTracker(JointMotion):
         self.recovery = GroupRecovery()
         self.stepper.tip_jacobian = lambda x: self.solver.tip_jacobians(x)
         self.stepper.still = self._still_joints
-        shared = set(union.shared())
-        #: (N,) bool: the joints of more than one chain (a torso).
-        self.shared_joints = np.array([name in shared for name in union.names], dtype=bool)
         self.set_backend(backend)
 
     # -- state ------------------------------------------------------------------------
@@ -523,7 +520,7 @@ class GroupTracker(JointMotion):
         if self.stepper.report.blocked is None or self.guard is None:
             return None
         still = self._still_joints(q)
-        return self.shared_joints | (False if still is None else still)
+        return self.solver.shared_joints | (False if still is None else still)
 
     def _still_joints(self, q: FloatArray) -> Optional[BoolArray]:
         """Return (N,) bool, the joints a slid goal keeps (LimitingStep.still), or None.
@@ -537,18 +534,8 @@ class GroupTracker(JointMotion):
         route = self.recovery.still_joints()
         if route is not None:
             return route
-        still = np.zeros(self.chain.n, dtype=bool)
-        counts = np.zeros(self.chain.n, dtype=int)
-        errors = self.solver.errors(self.targets, q)
-        for (pos, rot), cols in zip(errors, self.chain.columns):
-            counts[cols] += 1
-            if pos <= STILL_M and rot <= STILL_RAD:
-                still[cols] = True
-        return still & (counts == 1)
-
-    def hold(self, q: FloatArray) -> None:
-        """Hold joints q (N,) for the final targets till new ones (the end of a route)."""
-        self._held = np.array(q, dtype=np.float64)
+        return near_and_own(self.solver, self.targets, q, near_ones=True,
+                            within=(STILL_M, STILL_RAD))[1]
 
     def active_poles(self) -> Optional[List[Optional[FloatArray]]]:
         """Return each end effector's pole (None each without), or None when none has one."""

@@ -256,10 +256,9 @@ class GroupRecovery:
         if blocked is not None and progress.stalled():
             self._rest_for(key)
 
-    @staticmethod
-    def _held_here(host, poses: List[FloatArray]) -> bool:
+    def _held_here(self, host, poses: List[FloatArray]) -> bool:
         """Return True when the arm rests held (the guard, or a stall) with a task not met."""
-        return (host.stepper.report.blocked is not None or host.recovery.resting) and \
+        return (host.stepper.report.blocked is not None or self.resting) and \
             host.at_rest() and not all(host.solver.met(poses, host.q))
 
     def _may_plan(self, key: tuple) -> bool:
@@ -297,7 +296,8 @@ class GroupRecovery:
         self.no_path = ''
         self.route = PathRoute(key, answer.path, time)
         kept = near_and_own(host.solver, self._asked_poses, answer.path[0], near_ones=True)[1]
-        self._route_still = (np.ptp(answer.path, axis=0) == 0.0) | kept | host.shared_joints
+        self._route_still = (np.ptp(answer.path, axis=0) == 0.0) | kept | \
+            host.solver.shared_joints
         self._rest_for(None)
         self._progress.restart(key, time)
 
@@ -343,22 +343,20 @@ def answer_group(engine, question: GroupQuestion) -> GroupAnswer:
     return GroupAnswer(question.key, None, None, note, time.perf_counter() - started)
 
 
-def near_and_own(solver, poses: Sequence[FloatArray], q: FloatArray,
-                 near_ones: bool) -> Tuple[List[bool], BoolArray]:
-    """Return (per end effector: within NEAR_M and NEAR_RAD of its target at q, their joints).
+def near_and_own(solver, poses: Sequence[FloatArray], q: FloatArray, near_ones: bool,
+                 within: Tuple[float, float] = (NEAR_M, NEAR_RAD)) -> Tuple[List[bool], BoolArray]:
+    """Return (per end effector: within ``within`` (m, rad) of its target at q, their joints).
 
     The joints (N,) bool: those of the chains of the near end effectors
     (``near_ones``) or of the others, not shared with another chain (a torso).
     """
     union = solver.union
-    near = [pos <= NEAR_M and rot <= NEAR_RAD for pos, rot in solver.errors(poses, q)]
-    counts = np.zeros(union.n, dtype=int)
+    near = [pos <= within[0] and rot <= within[1] for pos, rot in solver.errors(poses, q)]
     own = np.zeros(union.n, dtype=bool)
     for ok, cols in zip(near, union.columns):
-        counts[cols] += 1
         if ok == near_ones:
             own[cols] = True
-    return near, own & (counts == 1)
+    return near, own & ~solver.shared_joints
 
 
 def _attempts(solver, poses: Sequence[FloatArray],
