@@ -14,15 +14,18 @@ answer (:func:`answer_group`, in the worker's thread) is:
   every checked pair at least the margin apart; from the arm's joints
   first, then from random joints within the limits, until FREE_CANDIDATES
   are found or FREE_BUDGET_S has passed; the nearest to the arm's joints;
-* a **joint path** to it over the union of the driven joints
-  (:class:`ik_node.core.collision.planner.JointPlanner`: RRT-Connect, each
-  segment keeping the margin plus the planner's clearance).
+* a **joint path** to it (:class:`ik_node.core.collision.planner.JointPlanner`:
+  RRT-Connect, each segment keeping the margin plus the planner's
+  clearance), first over the unmet arms' own joints only, then over every
+  joint; the hands near their targets kept on them at every point
+  (:func:`hands_kept`; a path they cannot be kept on is planned again).
 
-The tick follows the path by pure pursuit (route.PathRoute) and, at its
-end, holds the solution's joints. The collision guard still judges every
-step: the path is a way, the guard is the guarantee. No free solution, or
-no path in MAX_PLANS plans: the arm rests where it is held, and each end
-effector's verdict stays 'blocked'.
+The tick follows the path by pure pursuit (route.PathRoute); at its end the
+local steps finish (the tasks are met there, or within millimetres). The
+collision guard still judges every step: the path is a way, the guard is
+the guarantee. No free solution, or no path in MAX_PLANS plans: the arm
+rests where it is held, the held end effector's verdict stays 'blocked',
+and the hands near their targets settle onto them (:func:`settled`).
 
 Joints (N,) in the union's order (rad, m); poses (4, 4) in the common base
 frame; times in seconds.
@@ -134,8 +137,9 @@ class GroupRecovery:
       most MAX_PLANS per key (again only after a plan that ran out of time,
       or a route given up);
     * **a route**: a path answer is followed by pure pursuit
-      (route.PathRoute); at its end the tracker holds its last point (the
-      free solution). A route that stops advancing is given up: rest.
+      (route.PathRoute), the shared joints and the kept arms still in slides
+      (:meth:`still_joints`); at its end the local steps lead again. A route
+      that stops advancing is given up: rest.
 
     A key is the targets' revision (:meth:`forget` bumps it: new targets,
     poles, twists, a re-sync, a reset) and the guard's generation (the
@@ -164,7 +168,7 @@ class GroupRecovery:
 
     @property
     def resting(self) -> bool:
-        """Return True while the arm rests after a stall (the verdict: held)."""
+        """Return True while the arm rests held (a stall, no path): its verdict says 'blocked'."""
         return self._rest is not None
 
     def still_joints(self) -> Optional[BoolArray]:
@@ -227,7 +231,7 @@ class GroupRecovery:
         return self._settle
 
     def _along_route(self, host, key: tuple, time: float) -> Optional[FloatArray]:
-        """Return the route's goal; at its end, hold its last point; stuck, rest."""
+        """Return the route's goal; at its end None (the local steps finish); stuck, rest (NaN)."""
         route = self.route
         assert route is not None
         goal = route.goal(host.q, time)
