@@ -494,7 +494,7 @@ class GroupFront:
         on_numpy = tracker.solver.backend == 'numpy' and not self._stays_numpy
         if on_numpy and self._warming is None:
             self._warming = ThreadWarmUp(self._stacked('auto'))
-        if not tracker.at_rest():
+        if not tracker.idle():   # a motion runs on one backend from its start to its end
             return
         if tracker.backend == 'numpy':
             session.use_backend('auto')

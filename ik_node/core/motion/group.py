@@ -316,8 +316,7 @@ class GroupTracker(JointMotion):
         """Return every end effector against its target at (q, v) (N,) (default: the command)."""
         q = self.q if q is None else np.asarray(q, dtype=np.float64)
         v = self.v if v is None else np.asarray(v, dtype=np.float64)
-        turning = (self._elbow_path is not None and not self._elbow_path.finished) or \
-            self.recovery.route is not None
+        turning = self._on_a_way()
         still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and not turning and \
             not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
                     for lane in self.lanes)
@@ -347,6 +346,20 @@ class GroupTracker(JointMotion):
         else:
             overall = 'holding'
         return GroupArrival(overall, tuple(out))
+
+    def idle(self) -> bool:
+        """Return True at rest and on no way (an elbow path, a route) that may rest midway.
+
+        The elbows' path rests where its playback catches up with the last
+        waypoint made; a backend switch there changed solvers in the middle
+        of a turn (a node switching to numba then: the hands 0.28 mm off).
+        """
+        return self.at_rest() and not self._on_a_way()
+
+    def _on_a_way(self) -> bool:
+        """Return True while an elbow turns along its path, or a route is followed."""
+        return (self._elbow_path is not None and not self._elbow_path.finished) or \
+            self.recovery.route is not None
 
     # -- inputs -----------------------------------------------------------------------
 
