@@ -92,8 +92,8 @@ class GroupQuestion:
         return answer_group(engine, self)
 
     def failed(self, exc: BaseException) -> 'GroupAnswer':
-        """Return the answer of a question whose engine failed: no goal, say why."""
-        return GroupAnswer(self.key, None, None, f'internal error: {type(exc).__name__}: {exc}',
+        """Return the answer of a question whose engine failed: no path, say why."""
+        return GroupAnswer(self.key, None, f'internal error: {type(exc).__name__}: {exc}',
                            error=f'{type(exc).__name__}: {exc}')
 
 
@@ -103,17 +103,16 @@ class GroupAnswer:
 
     Attributes:
         key: the question's key.
-        goal: (N,) a free solution of every task, or None (none found).
-        path: (k, N) joints from the question's start to ``goal``, each step
-            free, or None (no goal, or no path found).
-        note: why there is no goal or no path ('' otherwise).
+        path: (k, N) joints from the question's start to a free solution of
+            every task (its last point), each step free; or None (no such
+            solution, or no path found).
+        note: why there is no path ('' otherwise).
         elapsed_s: the answer's wall-clock time, s.
         error: an unexpected failure of the engine ('' otherwise).
 
     """
 
     key: tuple
-    goal: Optional[FloatArray]
     path: Optional[FloatArray]
     note: str = ''
     elapsed_s: float = 0.0
@@ -343,8 +342,8 @@ def answer_group(engine, question: GroupQuestion) -> GroupAnswer:
             continue
         path = path if kept is None else kept   # the last plan: the way, hands or not
         # Its end: the goal, or a twin whole turns away that the path reached.
-        return GroupAnswer(question.key, path[-1], path, '', time.perf_counter() - started)
-    return GroupAnswer(question.key, None, None, note, time.perf_counter() - started)
+        return GroupAnswer(question.key, path, '', time.perf_counter() - started)
+    return GroupAnswer(question.key, None, note, time.perf_counter() - started)
 
 
 def near_and_own(solver, poses: Sequence[FloatArray], q: FloatArray, near_ones: bool,
