@@ -530,7 +530,7 @@ class StackedIK:
                              scale)[0]
 
     def toward_poles(self, targets: Sequence, q: FloatArray, poles, step: float = POLE_STEP,
-                     timed: bool = False, joint_step=None) -> FloatArray:
+                     timed: bool = False, joint_step=None, quick: bool = False) -> FloatArray:
         """Return (N,) the joints one pole step from q (N,) takes (module docstring).
 
         Args:
@@ -541,6 +541,9 @@ class StackedIK:
             timed: the joints' scale of :meth:`follow`'s ``timed``.
             joint_step: (N,) the most each joint may move, the step scaled down
                 as a whole to it (default: POLE_JOINT_STEP each).
+            quick: one length per arm, checked once (no Newton length along
+                the path, no halvings): a moving goal's step, a few mm, which
+                the next tick's steps correct; its cost is one correction per arm.
 
         Each end effector's elbow takes its own step, one after the other,
         and only its chain's own joints move (not another arm's, nor a torso
@@ -558,7 +561,7 @@ class StackedIK:
         upper = np.where(self.locked, q, self.union.upper)
         return self._arms_toward_poles(split, q, poles, lower, upper,
                                        self._timed_scale if timed else self._scale,
-                                       min(max(float(step), 0.0), POLE_STEP), joint_step)
+                                       min(max(float(step), 0.0), POLE_STEP), joint_step, quick)
 
     def elbow_points(self, q: FloatArray) -> List[Optional[FloatArray]]:
         """Return per end effector its elbow point (3,) at union joints q (N,), base frame.
@@ -637,7 +640,7 @@ class StackedIK:
 
     def _arms_toward_poles(self, split, q: FloatArray, poles, lower: FloatArray,
                            upper: FloatArray, scale: FloatArray, step: float,
-                           joint_step=None) -> FloatArray:
+                           joint_step=None, quick: bool = False) -> FloatArray:
         """Return q after each arm's pole step (toward_poles), q itself when none is taken."""
         if len(poles) != len(self.effectors):
             raise InvalidInputError(f'poles: expected {len(self.effectors)} (one per end '
@@ -650,11 +653,12 @@ class StackedIK:
             mine[self.union.columns[k]] = True
             mine &= ~self.shared_joints   # nor a torso several chains share
             q = self._pole_step(split, q, own, np.where(mine, lower, q), np.where(mine, upper, q),
-                                scale, step, joint_step)
+                                scale, step, joint_step, quick)
         return q
 
     def _pole_step(self, split, q: FloatArray, poles, lower: FloatArray, upper: FloatArray,
-                   s: FloatArray, cap: float = POLE_STEP, joint_step=None) -> FloatArray:
+                   s: FloatArray, cap: float = POLE_STEP, joint_step=None,
+                   quick: bool = False) -> FloatArray:
         """Return the joints one pole step from q takes (toward_poles), q when none is taken.
 
         The way is Gauss-Newton's on the elbow-to-pole distances within the
@@ -665,7 +669,8 @@ class StackedIK:
         null space is flat only to first order, and an elbow far from its pole
         on a circle would overshoot a linear step). A length that does not
         bring the elbows nearer, or leaves a met task unmet (an unmet one's
-        error higher), is halved, at most POLE_HALVINGS times.
+        error higher), is halved, at most POLE_HALVINGS times. ``quick``: the
+        first length only, taken when it passes that check.
         """
         found = self._pole_direction(split, q, poles, lower, upper, s)
         if found is None:
@@ -698,6 +703,8 @@ class StackedIK:
             return q
         f0 = float(gap @ gap)
         f1, q_t = projected(first)
+        if quick:
+            return q_t if f1 < f0 else q
         bend = f1 - f0 - slope * first
         way = math.inf if not (math.isfinite(f1) and bend > 0.0) else \
             -slope * first * first / (2.0 * bend)   # Newton's along the path

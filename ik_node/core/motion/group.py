@@ -27,10 +27,11 @@ A held twist moves its end effector's target instead (teleoperation, as one
 arm's: scaled to the tip speed limits, a dead-man after ``twist_timeout``,
 the target leading the tip by at most half a second of the twist; the tip
 speeds of every teleoperated end effector kept). An end effector's elbow pole
-(a point, base frame) turns its arm's spare freedom toward it once the targets
-are reached: pole steps in the null space of every task
-(StackedIK.toward_poles) make a joint path, played within every joint's
-limits (:class:`ik_node.core.motion.elbows.ElbowPath`). With a
+(a point, base frame) turns its arm's spare freedom toward it: pole steps in
+the null space of every task (StackedIK.toward_poles), one on each moving
+goal while the hands move, and at final targets a joint path of them,
+played within every joint's limits
+(:class:`ik_node.core.motion.elbows.ElbowPath`). With a
 collision guard (a model of every driven link: the arms, the torso, each
 other) each step keeps the margin as one arm's does, the goal slid in the
 tips' metric (the hands at their targets keep their arms' joints). While the
@@ -94,6 +95,9 @@ WAYPOINTS_PER_TICK = 2
 WAYPOINT_BUDGET_S = 0.001
 WAYPOINT_STEP = 0.005
 WAYPOINT_JOINT_STEP = 0.01
+# A pole step on a moving goal grows per tick by at most this share of each joint's
+# acceleration limit (its joints' speed ramps up; at once, the hands lagged their way 12 mm).
+POLE_RAMP = 0.25
 # A pole step that moves every elbow less than this (m) ends the way: its joints'
 # motion is then mostly the tasks' corrections, not a way to go.
 WAYPOINT_LEAST = 1e-4
@@ -252,6 +256,8 @@ class GroupTracker(JointMotion):
         # The elbows' way to their poles at final targets (_along_elbow_path), else None.
         self._elbow_path: Optional[ElbowPath] = None
         self._elbow_velocity = np.zeros(union.n)
+        # The last tick's pole step on a moving goal (_turned_on_the_way), None: none.
+        self._pole_way: Optional[FloatArray] = None
         #: Rest, a free goal and a path when the margin holds the arm (group_route).
         self.recovery = GroupRecovery()
         self.stepper.tip_jacobian = lambda x: self.solver.tip_jacobians(x)
@@ -640,6 +646,7 @@ class GroupTracker(JointMotion):
 
         ``dt`` (s) is the motion step's (the elbows' path is played over it).
         """
+        last_pole_way, self._pole_way = self._pole_way, None
         if self.mode == Mode.RESET:
             return self.q0, None
         smooth = self.mode == Mode.TRAJECTORY
@@ -659,11 +666,40 @@ class GroupTracker(JointMotion):
         poles = self.active_poles()
         if poles is not None and final:
             return self._along_elbow_path(poses, start, poles, dt)
-        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True,
-                                  fixed=self._fixed_while_held(start))
+        fixed = self._fixed_while_held(start)
+        goal = self.solver.follow(poses, start, FOLLOW_ITERATIONS, timed=True, fixed=fixed)
         if final:
             return self._unstalled(poses, start, goal), None
+        if poles is not None and fixed is None:
+            goal = self._turned_on_the_way(poses, start, goal, poles, dt, last_pole_way)
         return goal, (self.mode,)
+
+    def _turned_on_the_way(self, poses: List[FloatArray], start: FloatArray, goal: FloatArray,
+                           poles: List[Optional[FloatArray]], dt: float,
+                           last: Optional[FloatArray]) -> FloatArray:
+        """Return the moving goal (N,) with one pole step on it: the elbows turn on the way.
+
+        As one arm's moving goal takes its pole's swivel: while the hands move
+        (a trajectory's samples, a twist), each tick's goal (the tasks' steps
+        toward the samples ``poses``) takes one pole step in the tasks' null
+        space (StackedIK.toward_poles; each arm's own joints), at most
+        WAYPOINT_STEP of elbow and, per joint, the least of
+        WAYPOINT_JOINT_STEP, half the speed the tasks' step from ``start``
+        leaves it over ``dt`` (s), and ``last`` tick's pole step (N,) grown by
+        POLE_RAMP of its acceleration limit (None: from 0); one length per
+        arm, checked once (``quick``: its cost is one correction of the tasks
+        per arm). The elbows are then near their poles when the hands arrive,
+        and the way at final targets is short.
+        """
+        room = self.chain.velocity * dt - np.abs(goal - start)
+        ramp = POLE_RAMP * self.stepper.a_max * dt * dt
+        if last is not None:
+            ramp = ramp + np.abs(last)
+        joint_step = np.clip(np.minimum(0.5 * room, ramp), 1e-12, WAYPOINT_JOINT_STEP)
+        turned = self.solver.toward_poles(poses, goal, poles, WAYPOINT_STEP, timed=True,
+                                          joint_step=joint_step, quick=True)
+        self._pole_way = turned - goal
+        return turned
 
     def _along_elbow_path(self, poses: List[FloatArray], start: FloatArray,
                           poles: List[Optional[FloatArray]],
