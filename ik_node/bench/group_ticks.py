@@ -12,17 +12,21 @@ on a floor; the meshes of others' packages are not here; no SRDF: Baxter's
 shoulder and elbow cylinders sit 2 mm apart, inside the margin, and may
 only part) and the PR2 and the G1 humanoid
 (no collision: their geometry is meshes not here); the joints shared by both
-arms weigh TORSO_WEIGHT. Targets: a pair of hand
+arms weigh TORSO_WEIGHT; the recovery's questions are answered by a
+ThreadWorker, as in the node. Targets: a pair of hand
 poses at random joints near the start, a 20 Hz stream of pairs (each hand
 on a circle around such a pose) and, with the pair held, an elbow pole per
 arm (POLE_OFFSET_M out to its side and down: the elbows turn while the
-hands hold), in turn for PHASE_S each. Reported: the tick's wall-clock time
+hands hold), then a stream about where the hands are with such a pole per
+elbow set at its start (``turning``: the elbows turn while the hands
+move), in turn for PHASE_S
+each. Reported: the tick's wall-clock time
 (p50, p99, max; the share over one period), how late ticks started, the
 collision pairs checked, the arm's verdict at the end of each pair's phase
 (GroupTracker.arrival: arrived, still moving, blocked by the margin with no
 path around, unreachable), and in the poles' phases the tick's p99 and max,
 the verdict at their end and how far the hands left their place (those
-arrived when the poles came).
+arrived when the poles came); in the turning phases the tick's p99 and max.
 """
 
 import math
@@ -38,6 +42,7 @@ from ik_node.core.model.frames import UnionFrames
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.group import GroupTracker
 from ik_node.core.motion.session import MotionSession
+from ik_node.core.motion.worker import ThreadWorker
 from ik_node.core.warm import compile_collision_kernels
 from ik_node.description.urdf import bundled_urdf, chain_from_urdf_string, link_frames
 import numpy as np
@@ -47,8 +52,9 @@ PHASE_S = 3.0
 STREAM_HZ = 20.0
 STREAM_RADIUS_M = 0.05
 STREAM_TURN_S = 2.0
-# The phases in turn: a 20 Hz stream, a pair of targets, then elbow poles with the pair held.
-PHASES = ('stream', 'pair', 'poles')
+# The phases in turn: a 20 Hz stream, a pair of targets, then elbow poles with the pair held,
+# then a 20 Hz stream with elbow poles (the elbows turn while the hands move).
+PHASES = ('stream', 'pair', 'poles', 'turning')
 # Each elbow's pole: this far to its own side (y) and down from where the elbow is, m.
 POLE_OFFSET_M = (0.4, 0.3)
 SPREAD_RAD = 0.4       # targets at joints within this of the start (rad, or m scaled)
@@ -71,8 +77,11 @@ ROBOTS = (
 )
 
 
-def session_of(robot, directory, backend: str):
-    """Return (session, solver, collision pairs) of one robot (module docstring)."""
+def session_of(robot, directory, backend: str, worker):
+    """Return (session, solver, collision pairs) of one robot (module docstring).
+
+    ``worker`` answers the recovery's questions (a ThreadWorker, as the node's).
+    """
     name, file, base, left, right, collide, start = robot
     path = bundled_urdf('iiwa14_dual.urdf') if file is None else corpus_path(file, directory)
     with open(path, encoding='utf-8') as handle:
@@ -85,7 +94,7 @@ def session_of(robot, directory, backend: str):
     union = stacked.union
     q0 = union.mid_limits() if start is None else np.array(start, dtype=float)
     stacked.warm_up()
-    tracker = GroupTracker(stacked, TrackerConfig(), q0, 0.0, backend=backend)
+    tracker = GroupTracker(stacked, TrackerConfig(), q0, 0.0, backend=backend, worker=worker)
     pairs = 0
     if collide:
         from ik_node.core.collision.shapes import checked_shape
@@ -122,8 +131,18 @@ def elbow_poles(stacked, q) -> list:
 
 def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
     """Run one robot's session in real time; return its tick times, lateness, arrivals."""
-    session, stacked, pairs = session_of(robot, directory, backend)
+    worker = ThreadWorker()
+    try:
+        return drive_with(robot, seconds, rng, directory, backend, worker)
+    finally:
+        worker.stop()
+
+
+def drive_with(robot, seconds: float, rng, directory, backend: str, worker) -> dict:
+    """Run :func:`drive` with ``worker`` answering the recovery's questions."""
+    session, stacked, pairs = session_of(robot, directory, backend, worker)
     ticks, late, ends, pole_ticks, pole_ends, drift = [], [], [], [], [], [0.0]
+    turning_ticks = []
     phase, phase_end, centre, sent, held = 'poles', 0.0, None, -math.inf, None
     for now in real_time_ticks(PERIOD, seconds, late):
         if now >= phase_end:
@@ -134,17 +153,20 @@ def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
             phase, phase_end = PHASES[(PHASES.index(phase) + 1) % len(PHASES)], now + PHASE_S
             for name in ('left', 'right'):
                 session.pole_of(name, None)
-            if phase != 'poles':
+            if phase == 'turning':   # the hands circle where they are
+                centre = stacked.forward(session.q)
+            elif phase != 'poles':
                 centre = free_pair(session, stacked, rng)
             if phase == 'pair':
                 for name, pose in zip(('left', 'right'), centre):
                     session.target_of(name, now, pose)
-            if phase == 'poles':   # the hands keep their targets; the elbows turn
+            if phase in ('poles', 'turning'):   # the elbows turn: hands held, or streamed
                 for name, pole in zip(('left', 'right'), elbow_poles(stacked, session.q)):
                     session.pole_of(name, pole)
+            if phase == 'poles':
                 arrived = session.arrival(now).state == 'arrived'
                 held = stacked.forward(session.q) if arrived else None
-        streaming = phase == 'stream'
+        streaming = phase in ('stream', 'turning')
         if streaming and now - sent >= 1.0 / STREAM_HZ:
             sent = now
             angle = 2.0 * math.pi * now / STREAM_TURN_S
@@ -157,6 +179,8 @@ def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
         session.tick(now)
         cost = time.perf_counter() - tick_start
         ticks.append(cost)
+        if phase == 'turning':
+            turning_ticks.append(cost)
         if phase == 'poles':
             pole_ticks.append(cost)
             if held is not None:   # how far the hands leave their place while the elbows turn
@@ -164,7 +188,8 @@ def drive(robot, seconds: float, rng, directory, backend: str) -> dict:
                                  for a, b in zip(held, stacked.forward(session.q))))
     return {'ticks': np.array(ticks), 'late': np.array(late), 'ends': ends,
             'pairs': pairs, 'joints': stacked.union.n, 'pole_ticks': np.array(pole_ticks),
-            'pole_ends': pole_ends, 'drift': max(drift)}
+            'pole_ends': pole_ends, 'drift': max(drift),
+            'turning_ticks': np.array(turning_ticks)}
 
 
 def rows(args) -> List[dict]:
@@ -173,7 +198,7 @@ def rows(args) -> List[dict]:
     for k, robot in enumerate(ROBOTS):
         result = drive(robot, args.seconds, np.random.default_rng([args.seed, k]), args.dir,
                        args.backend)
-        t, late = result['ticks'], result['late']
+        t, late, turning = result['ticks'], result['late'], result['turning_ticks']
         out.append({'robot': robot[0], 'joints': result['joints'],
                     'collision_pairs': result['pairs'], 'ticks': len(t),
                     'p50_ms': 1e3 * float(np.median(t)),
@@ -185,7 +210,9 @@ def rows(args) -> List[dict]:
                     'poles_p99_ms': 1e3 * float(np.percentile(result['pole_ticks'], 99)),
                     'poles_max_ms': 1e3 * float(result['pole_ticks'].max()),
                     'poles_at_phase_end': ends_of(result['pole_ends']),
-                    'hands_drift_mm': 1e3 * result['drift']})
+                    'hands_drift_mm': 1e3 * result['drift'],
+                    'turning_p99_ms': 1e3 * float(np.percentile(turning, 99)),
+                    'turning_max_ms': 1e3 * float(turning.max())})
     return out
 
 
