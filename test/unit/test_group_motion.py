@@ -25,18 +25,27 @@ command the limiting step gives:
   plane of the shoulder-wrist line and the pole, and on two arms with a torso
   the elbows end where no motion that keeps both hands (found from the
   oracle's own finite differences) brings them nearer their poles;
+* poles sent with targets, or during a twist, turn the elbows while the
+  hands move (a quick pole step per tick: nearer than without, the hands on
+  their way);
+* a stall of the local steps short of reachable targets is solved in the
+  worker's thread, not the tick's, and the hands arrive;
 * bad input (an unknown end effector, a twist to a look-at, a pole not a
   finite point) is refused with the reason.
 """
+
+import threading
 
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
 from ik_node import InvalidInputError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
 from ik_node.core.ik.task import Task
+from ik_node.core.motion import group_route
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.group import GroupTracker
 from ik_node.core.motion.session import MotionSession
+from ik_node.core.motion.worker import ThreadWorker
 from ik_node.description.urdf import chain_from_urdf_string
 from models import URDF_CORPUS
 import numpy as np
@@ -106,10 +115,10 @@ class Recorder:
         self.commands.clear()
 
 
-def session_of(name, q0=None, tasks=(None, None), **options):
+def session_of(name, q0=None, tasks=(None, None), worker=None, **options):
     solver = stacked(name, tasks, **options)
     q0 = solver.union.mid_limits() if q0 is None else q0
-    tracker = GroupTracker(solver, TrackerConfig(), q0, 0.0)
+    tracker = GroupTracker(solver, TrackerConfig(), q0, 0.0, worker=worker)
     return MotionSession(tracker, PERIOD, 2 * PERIOD, 500.0), Recorder(tracker)
 
 
@@ -675,3 +684,44 @@ def test_a_quick_pole_step_keeps_the_hands_and_brings_the_elbows_nearer(name, se
     torso = [union.names.index(n) for n in TORSO[name]]
     assert np.array_equal(nxt[torso], q[torso])
     assert union.within_limits(nxt)
+
+
+@pytest.mark.parametrize('name, seed', [('tiago_dual', 3), ('g1_29dof_rev_1_0', 3)])
+def test_a_stall_of_the_local_steps_is_solved_in_the_worker_thread(name, seed, monkeypatch):
+    """Targets across the joints' whole range, where the local steps stall short of them.
+
+    The full stacked solve that takes the arm on (once per set of targets)
+    runs in the worker's thread, as the node's, not in the tick: the
+    tick's cost stays a few local steps. The hands arrive, every command
+    within the limits. (These seeds' local steps stall: the solve is asked.)
+    """
+    threads = []
+    answer_with = group_route.StallQuestion.answer_with
+
+    def answered_where(question, engine):
+        threads.append(threading.current_thread().name)
+        return answer_with(question, engine)
+
+    monkeypatch.setattr(group_route.StallQuestion, 'answer_with', answered_where)
+    rng = np.random.default_rng(seed)
+    union = stacked(name).union
+    lo = np.where(np.isfinite(union.lower), union.lower, -np.pi)
+    hi = np.where(np.isfinite(union.upper), union.upper, np.pi)
+    q0 = rng.uniform(lo + 0.02 * (hi - lo), hi - 0.02 * (hi - lo))
+    targets = oracle_tips(name, union, rng.uniform(lo + 0.02 * (hi - lo), hi - 0.02 * (hi - lo)))
+    worker = ThreadWorker()
+    try:
+        session, record = session_of(name, q0=q0, worker=worker)
+        session.target_of('left', 0.0, targets[0])
+        session.target_of('right', 0.0, targets[1])
+        now = run_until_rest(session, 0.0, 30.0)
+    finally:
+        worker.stop()
+    assert threads and all(t == 'ik_node worker' for t in threads), threads
+    assert threading.current_thread().name not in threads
+    assert session.arrival(now + 0.2).state == 'arrived'
+    tips = oracle_tips(name, union, session.q)
+    for tip, target in zip(tips, targets):
+        assert np.linalg.norm(tip[:3, 3] - target[:3, 3]) < MET
+        assert angle(tip, target) < MET
+    assert record.worst <= SLACK

@@ -376,15 +376,17 @@ class StackedIK:
             joint = elbow_joint(e.chain, e.elbow)
             self.elbows.append(None if joint is None else Elbow(e.chain, joint))
 
-    def twin(self) -> 'StackedIK':
+    def twin(self, timeout_s: Optional[float] = None) -> 'StackedIK':
         """Return a solver like this one with buffers of its own (for another thread).
 
-        The same end effectors, weights, locks, options and backend; not warmed up.
+        The same end effectors, weights, locks, options and backend (and
+        budget, unless ``timeout_s``, s, is given); not warmed up.
         """
         return StackedIK(self.effectors, joint_weights=self.weights,
                          locked=[n for n, lock in zip(self.union.names, self.locked) if lock],
                          tolerance=self.tolerance, max_iterations=self.max_iterations,
-                         max_restarts=self.max_restarts, timeout_s=self.timeout_s,
+                         max_restarts=self.max_restarts,
+                         timeout_s=self.timeout_s if timeout_s is None else timeout_s,
                          nullspace_gain=self.nullspace_gain, max_step=self.max_step,
                          backend=self.backend, random_seed=self.random_seed)
 

@@ -39,16 +39,19 @@ guard holds the steps, the local steps move neither the shared joints nor
 the arms of the hands at their targets; a stall against what holds them
 brings the arm to rest, and the worker is asked for a free solution and a
 joint path to it (:class:`ik_node.core.motion.group_route.GroupRecovery`).
-A goal at a local minimum of the summed error (targets that cannot all be
-met) is the current joints: the arm rests there, and each end effector's
-verdict says how far it is.
+Where the local steps stall short of final targets (a local minimum of
+the summed error), the worker is asked for one full stacked solve (a
+StallQuestion, in the node's worker thread: not in the tick); the arm goes
+to its joints when they meet every task. Targets that cannot all be met
+leave the goal at the current joints: the arm rests there, and each end
+effector's verdict says how far it is.
 
 Times are the caller's clock, s; joints (N,) in union order, rad or m.
 """
 
 from dataclasses import dataclass
 import time as _time
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ik_node.core.errors import InvalidInputError
 from ik_node.core.ik.stacked import EndEffector, StackedIK
@@ -56,7 +59,8 @@ from ik_node.core.kernels.backend import resolve
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.config import TrackerConfig
 from ik_node.core.motion.elbows import ElbowPath
-from ik_node.core.motion.group_route import GroupRecovery, near_and_own
+from ik_node.core.motion.group_route import GroupRecovery, near_and_own, StallAnswer, \
+    StallQuestion
 from ik_node.core.motion.joints import JointMotion
 from ik_node.core.motion.mode import Mode
 from ik_node.core.motion.status import Command
@@ -244,15 +248,20 @@ class GroupTracker(JointMotion):
         # The joints' limits as a chain's (the stream, the feedback): the union's.
         self._start_joints(union, config, q0, time, velocity)
         q0 = self.q0
-        self.worker = ImmediateWorker() if worker is None else worker
+        # Asked the recovery's and the stall's questions (each answers itself: answer_with).
+        self.worker: Any = ImmediateWorker() if worker is None else worker
         self.lanes = [_Lane(e, cols, e.chain.forward(q0[cols]), self.time, self.config)
                       for e, cols in zip(solver.effectors, union.columns)]
         self.mode = self._pose_mode()
         self._has_target = False
         # A full stacked solve's joints for final targets the local steps stall short
-        # of (asked once per set of targets), else None.
+        # of (asked of the worker once per set of targets), else None.
         self._held: Optional[FloatArray] = None
         self._asked = False
+        # The worker's answers polled and not yet taken, by their type (answer_of).
+        self._answers: dict = {}
+        # True from a StallQuestion asked till its answer is taken (or a new key).
+        self._solving = False
         # The elbows' way to their poles at final targets (_along_elbow_path), else None.
         self._elbow_path: Optional[ElbowPath] = None
         self._elbow_velocity = np.zeros(union.n)
@@ -322,7 +331,7 @@ class GroupTracker(JointMotion):
         """Return every end effector against its target at (q, v) (N,) (default: the command)."""
         q = self.q if q is None else np.asarray(q, dtype=np.float64)
         v = self.v if v is None else np.asarray(v, dtype=np.float64)
-        turning = self._on_a_way()
+        turning = self._on_a_way() or self._stall_solving() or self._toward_held()
         still = bool(np.all(v == 0.0)) and self.mode != Mode.RESET and not turning and \
             not any(lane.sample(self.time, self.mode == Mode.TRAJECTORY)[1] is False
                     for lane in self.lanes)
@@ -566,7 +575,7 @@ class GroupTracker(JointMotion):
 
         A route is dropped, and a question under way will not be taken (a new key).
         """
-        self._held, self._asked, self._elbow_path = None, False, None
+        self._held, self._asked, self._elbow_path, self._solving = None, False, None, False
         self.recovery.forget()
 
     def _restart_all(self, time: float) -> None:
@@ -751,21 +760,62 @@ class GroupTracker(JointMotion):
         """Return the goal for final targets: past a stall of the local steps, a full solve's.
 
         Where the local steps stall short of the final targets (a local
-        minimum of the summed error), one full stacked solve (restarts,
-        within the solver's budget: a tick's cost stays bounded) is asked,
-        once per set of targets; when it meets every task the arm goes to its
-        joints in joint space. Else the stall stands: the targets cannot all be
-        met from here (each end effector's verdict says by how much).
+        minimum of the summed error), the worker is asked one full stacked
+        solve (a StallQuestion: restarts, within the solver's budget; in the
+        node's worker thread, not in the tick), once per set of targets and
+        only while it has no other question; when its answer meets every task
+        the arm goes to its joints in joint space. Till then, and without
+        one, the stall stands: the targets cannot all be met from here (each
+        end effector's verdict says by how much).
         """
-        if self._asked or np.max(np.abs(goal - start)) > STALLED or \
-                all(self.solver.met(poses, goal)):
+        key = ('stall', self.recovery.revision)
+        if not self._asked and np.max(np.abs(goal - start)) <= STALLED and \
+                not all(self.solver.met(poses, goal)) and not self.worker.busy:
+            self._asked = self._solving = True
+            self.worker.ask(StallQuestion(key, tuple(poses), start.copy(), self.active_poles(),
+                                          self.solver))
+        answer = self.answer_of(StallAnswer) if self._solving else None
+        if answer is None or answer.key != key:
             return goal
-        self._asked = True
-        result = self.solver.solve(poses, q_reference=start, poles=self.active_poles())
-        if not result.success:
+        self._solving = False
+        if answer.q is None:
             return goal
-        self._held = result.q
-        return result.q
+        self._held = answer.q
+        return answer.q
+
+    def _toward_held(self) -> bool:
+        """Return True while the command moves toward a stall's solution.
+
+        The arm (the plan, behind the command) may still rest when the
+        command sets off: it is on its way, not resting short of its targets.
+        A command held at rest (the margin) is not.
+        """
+        return self._held is not None and bool(np.any(self.v != 0.0))
+
+    def _stall_solving(self) -> bool:
+        """Return True while a stall's solve is under way or its answer waits (not at rest).
+
+        A question the recovery's replaced in the worker is not under way.
+        """
+        if not self._solving:
+            return False
+        self._collect_answer()
+        return self.worker.busy or StallAnswer in self._answers
+
+    def answer_of(self, kind: type):
+        """Return the worker's newest answer of type ``kind`` not yet taken, or None.
+
+        The recovery's questions and the stall's share the tracker's worker:
+        each takes only its own kind of answer.
+        """
+        self._collect_answer()
+        return self._answers.pop(kind, None)
+
+    def _collect_answer(self) -> None:
+        """Keep the worker's newest answer, if one came, under its type (answer_of)."""
+        answer = self.worker.poll()
+        if answer is not None:
+            self._answers[type(answer)] = answer
 
     def _brake_to_rest(self, time: float) -> Command:
         self.brake(time)

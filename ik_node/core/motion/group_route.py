@@ -49,6 +49,8 @@ BoolArray = npt.NDArray[np.bool_]
 # Free solutions gathered before the nearest is taken, and the search's budget, s.
 FREE_CANDIDATES = 3
 FREE_BUDGET_S = 1.0
+# A stall's full solve in a worker thread has this budget, s (StallQuestion).
+STALL_BUDGET_S = 0.2
 # Plans asked per set of targets (and world) before the arm rests held.
 MAX_PLANS = 3
 # An end effector this near its target (m, rad) when a question is asked stays where
@@ -119,6 +121,51 @@ class GroupAnswer:
     error: str = ''
 
 
+@dataclass(frozen=True, eq=False)
+class StallQuestion:
+    """A full stacked solve for final targets the local steps stall short of (GroupTracker).
+
+    Attributes:
+        key: what the answer is for (the tracker takes it only while its key is this).
+        poses: one target (4, 4) per end effector, base frame.
+        start: (N,) the joints the local steps stalled at (the solve's reference).
+        poles: per end effector an elbow pole (3,) or None; or None.
+        solver: the tick's StackedIK (a worker thread solves with its twin).
+
+    """
+
+    key: tuple
+    poses: Tuple[FloatArray, ...]
+    start: FloatArray
+    poles: Optional[Sequence[Optional[FloatArray]]]
+    solver: object
+
+    def answer_with(self, engine) -> 'StallAnswer':
+        """Return the solve's joints when every task is met there, else None.
+
+        In a worker thread the solve has STALL_BUDGET_S (its twin's: the
+        ticks share the interpreter with it, and the tick's own budget ran
+        out before its restarts did); in the caller's thread, the solver's.
+        """
+        solver = engine.solver_for(self.solver)
+        if solver is not self.solver:
+            solver = solver.twin(timeout_s=STALL_BUDGET_S)
+        result = solver.solve(self.poses, q_reference=self.start, poles=self.poles)
+        return StallAnswer(self.key, result.q if result.success else None)
+
+    def failed(self, exc: BaseException) -> 'StallAnswer':
+        """Return the answer of a question whose engine failed: no joints."""
+        return StallAnswer(self.key, None)
+
+
+@dataclass(frozen=True, eq=False)
+class StallAnswer:
+    """The worker's answer to a StallQuestion: joints (N,) meeting every task, or None."""
+
+    key: tuple
+    q: Optional[FloatArray]
+
+
 class GroupRecovery:
     """Rest, a free goal and a path for a GroupTracker held short of its final targets.
 
@@ -182,6 +229,11 @@ class GroupRecovery:
         if self.route is None:
             return None
         return self._route_still
+
+    @property
+    def revision(self) -> int:
+        """Return the targets' revision, which each forget() call bumps."""
+        return self._revision
 
     def forget(self) -> None:
         """Start anew: new targets or poles, a re-sync, a reset (a new key)."""
@@ -283,11 +335,11 @@ class GroupRecovery:
         """Take the worker's answer to the question under way, if it came and is current."""
         if self._asking is None:
             return
-        answer = host.worker.poll()
-        if answer is None:   # not yet (only this recovery asks the tracker's worker)
+        answer = host.answer_of(GroupAnswer)
+        if answer is None:   # not yet
             return
         self._asking = None
-        if not isinstance(answer, GroupAnswer) or answer.key != key:
+        if answer.key != key:
             return
         if answer.path is None:
             self.no_path = answer.note or 'no path'
