@@ -18,7 +18,7 @@ from ik_node.bench.corpus import CORPUS, corpus_path
 from ik_node.bench.ik import BUNDLED
 from ik_node.core.collision.guard import CollisionGuard
 from ik_node.core.collision.model import CollisionModel
-from ik_node.core.ik.factory import make_solver
+from ik_node.core.ik.factory import make_solver, serving_solver
 from ik_node.core.ik.task import default_task, Task
 from ik_node.core.model.chain import Chain
 from ik_node.core.motion.session import MotionSession
@@ -136,7 +136,7 @@ def session(arm: Arm, worker=None, margin: float = MARGIN,
     compile runs, or without numba).
     """
     task = default_task(arm.chain.n) if task is None else task
-    name = 'auto' if task.full_pose else 'jacobian'
+    name = serving_solver('auto', task)
     if backend != 'numpy':
         compile_kernels(arm.chain, name, arm.q0, TrackerConfig())
     arm.model.set_backend(backend)

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from ik_node.core.ik.factory import make_solver
+from ik_node.core.ik.factory import make_solver, serving_solver
 from ik_node.core.ik.task import POSE, Task
 from ik_node.core.kernels.backend import compiled_status
 from ik_node.core.model.chain import Chain
@@ -92,7 +92,7 @@ class SolverSupply:
         if key in self.warm:
             return make_solver(chain, name, task=task)
         if self.compiling is None:
-            job = KernelCompile(key, chain, name if task.full_pose else 'jacobian', q0,
+            job = KernelCompile(key, chain, serving_solver(name, task), q0,
                                 self._config(), wait_s)
             self.compiling, self._progress_at = job, job.started
             # Its thread loads the kernels beside the ticks: hand the GIL over

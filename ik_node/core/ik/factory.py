@@ -45,11 +45,10 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
         raise InvalidInputError(f"solver: expected one of {', '.join(SOLVER_NAMES)}, received "
                                 f'{name!r}')
     why = ''
-    if not task.full_pose:
-        if name == 'analytic':
-            raise ModelError(f'the closed forms solve the full pose, not the task {task.name!r}: '
-                             "use solver 'jacobian' or 'auto'")
-        name = 'jacobian'
+    if not task.full_pose and name == 'analytic':
+        raise ModelError(f'the closed forms solve the full pose, not the task {task.name!r}: '
+                         "use solver 'jacobian' or 'auto'")
+    name = serving_solver(name, task)
     if name in ('auto', 'analytic'):
         try:
             return analytic_solver(chain, backend)
@@ -61,6 +60,15 @@ def make_solver(chain: Chain, name: str = 'auto', budget_s: Optional[float] = No
     if why:
         solver.model_note = f'not solved in closed form: {why}'
     return solver
+
+
+def serving_solver(name: str, task: Task) -> str:
+    """Return the solver name that serves ``task`` when ``name`` is asked.
+
+    The closed forms solve the full pose: any other task is the Jacobian
+    solver's ('jacobian'); a full pose keeps ``name``.
+    """
+    return name if task.full_pose else 'jacobian'
 
 
 def analytic_solver(chain: Chain, backend: str = 'auto') -> IKSolver:
