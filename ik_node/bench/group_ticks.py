@@ -19,8 +19,7 @@ on a circle around such a pose) and, with the pair held, an elbow pole per
 arm (POLE_OFFSET_M out to its side and down: the elbows turn while the
 hands hold), then a stream about where the hands are with such a pole per
 elbow set at its start (``turning``: the elbows turn while the hands
-move), in turn for PHASE_S
-each. Reported: the tick's wall-clock time
+move), in turn for PHASE_S each. Reported: the tick's wall-clock time
 (p50, p99, max; the share over one period), how late ticks started, the
 collision pairs checked, the arm's verdict at the end of each pair's phase
 (GroupTracker.arrival: arrived, still moving, blocked by the margin with no
