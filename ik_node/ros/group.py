@@ -536,6 +536,7 @@ class GroupFront:
         for effector, arrival in zip(self.effectors, status.arrival.effectors):
             values = {'end_effector': effector.name, 'tip_link': effector.chain.tip_link,
                       'task': effector.task.name, 'arrival': arrival.state,
+                      'arrival_reason': arrival.reason,
                       'position_error_m': f'{arrival.position_error:.6g}',
                       'orientation_error_rad': f'{arrival.orientation_error:.6g}',
                       'targets_received': str(self.received[effector.name]),
@@ -547,6 +548,7 @@ class GroupFront:
             msg.status.append(DiagnosticStatus(
                 level=LEVELS.get(arrival.state, DiagnosticStatus.WARN),
                 name=f'{node.get_name()}: {effector.name}', hardware_id=effector.chain.tip_link,
-                message=f'{effector.name}: {arrival.state}',
+                message=f'{effector.name}: {arrival.state}' +
+                (f' ({arrival.reason})' if arrival.reason else ''),
                 values=[KeyValue(key=k, value=v) for k, v in values.items()]))
         self._diag_pub.publish(msg)

@@ -78,7 +78,7 @@ class Client:
         """Return {hand: arrival} of the newest diagnostics (one status per end effector)."""
         if not self.diagnostics:
             return {}
-        return {s.message.split(':')[0]: s.message.split(': ')[1]
+        return {s.message.split(':')[0]: {kv.key: kv.value for kv in s.values}['arrival']
                 for s in self.diagnostics[-1].status}
 
 
@@ -130,6 +130,10 @@ def test_hands_asked_to_be_far_apart_rest_and_say_how_far_and_a_bad_target_is_co
         errors = [float({kv.key: kv.value for kv in s.values}['position_error_m'])
                   for s in view.diagnostics[-1].status]
         assert min(errors) > 0.3
+        # The message says how far and why, in the error's own words.
+        for status, error in zip(view.diagnostics[-1].status, errors):
+            assert f'unreachable ({error:.3g} m and ' in status.message, status.message
+            assert 'out of reach' in status.message, status.message
         # At rest: nothing moves afterwards.
         rest = dict(view.joints())
         count = len(view.states)

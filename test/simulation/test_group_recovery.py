@@ -143,6 +143,8 @@ def test_a_hand_no_free_solution_serves_rests_blocked_and_the_other_hand_settles
     assert states['left'].state == 'blocked', states
     assert states['left'].position_error > 0.1
     assert 'collision margin' in tracker.recovery.no_path
+    assert states['left'].reason.endswith(tracker.recovery.no_path), states['left'].reason
+    assert states['left'].reason.startswith(f"{states['left'].position_error:.3g} m and ")
     # The right hand, held while the left was slid and braked, is back on its pose.
     assert max(off(oracle_tip('right', session.q), right)) < MET_M
     assert watch.lowest < MARGIN + 0.002   # the shelf held the hand at the margin

@@ -213,6 +213,7 @@ def test_hands_asked_to_be_3_m_apart_rest_and_each_says_how_far_it_is(name):
         assert e.position_error == pytest.approx(np.linalg.norm(tip[:3, 3] - target[:3, 3]),
                                                  abs=1e-9)
         assert e.position_error > 0.3
+        assert e.reason.startswith(f'{e.position_error:.3g} m and '), e.reason
     # At rest, nothing moves afterwards: no humming.
     q_rest = session.q.copy()
     for _ in range(200):

@@ -121,6 +121,8 @@ class EffectorArrival:
             effector's).
         position_error: of its task, m (0 for a task without a position).
         orientation_error: of its task, rad (an axis' angle; 0 for a position).
+        reason: why it is 'blocked' or 'unreachable', one line for people
+            ('' otherwise).
 
     """
 
@@ -128,6 +130,7 @@ class EffectorArrival:
     state: str
     position_error: float
     orientation_error: float
+    reason: str = ''
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,8 @@ class GroupTracker(JointMotion):
                 state = 'moving'
             else:
                 state = 'arrived' if ok else blocked or 'unreachable'
-            out.append(EffectorArrival(lane.name, state, float(pos), float(rot)))
+            out.append(EffectorArrival(lane.name, state, float(pos), float(rot),
+                                       self._reason(state, float(pos), float(rot))))
         states = [e.state for e in out]
         if not still and self._has_target:
             overall = 'moving'
@@ -362,6 +366,23 @@ class GroupTracker(JointMotion):
         else:
             overall = 'holding'
         return GroupArrival(overall, tuple(out))
+
+    def _reason(self, state: str, position_error: float, orientation_error: float) -> str:
+        """Return why an end effector is 'blocked' or 'unreachable' (one line), else ''."""
+        if state not in ('blocked', 'unreachable'):
+            return ''
+        off = f'{position_error:.3g} m and {orientation_error:.3g} rad from its target'
+        if state == 'unreachable':
+            return f"{off}: out of reach, or in conflict with another end effector's task"
+        held = self.stepper.report.blocked
+        if self.recovery.no_path:
+            why = self.recovery.no_path
+        elif held is not None:
+            why = (f'held by the collision margin: {held.pair[0]} and {held.pair[1]} '
+                   f'{1e3 * held.distance:.1f} mm apart')
+        else:
+            why = 'held by the collision margin'
+        return f'{off}: {why}'
 
     def idle(self) -> bool:
         """Return True at rest and on no way (an elbow path, a route) that may rest midway.
