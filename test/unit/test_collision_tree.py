@@ -194,7 +194,8 @@ def test_near_pairs_across_the_arms_agree_with_the_geometry_oracle(name, unit):
     solids = RobotSolids(xml, raw, union.base_link, links)
     values = dict(zip(union.names, q), **model.undriven.values)   # fingers, a head: at theirs
     posed = {link: solids.posed(link, values) for link in solids.solids}
-    near = model.distances(q, 0.3, exact=math.inf)
+    reach = 0.3
+    near = model.distances(q, reach, exact=math.inf)
     cross = set(cross_pairs(model))
     closest = {}
     for row, p in enumerate(near.pairs.tolist()):
@@ -202,7 +203,9 @@ def test_near_pairs_across_the_arms_agree_with_the_geometry_oracle(name, unit):
             pair = model.pair_names(p)
             closest[pair] = min(closest.get(pair, math.inf), float(near.distance[row]))
     for (a, b), d in closest.items():
-        if d < 0.0 or a not in posed or b not in posed:
+        # Beyond the reach a link pair's rows need not all be listed (a finger's other
+        # box, 0.7 mm nearer, was left out by its bounding sphere at 0.328 m).
+        if d < 0.0 or d >= reach or a not in posed or b not in posed:
             continue
         lowest = min(distance_interval(x, y, d - TOL)[0] for x in posed[a] for y in posed[b])
         assert lowest >= d - TOL, (a, b, d, lowest)
