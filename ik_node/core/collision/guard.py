@@ -9,7 +9,7 @@ joints would come to rest if they braked at their acceleration limits,
 step is admitted when, for every checked pair the path may reach (its
 sweep bound: ``CollisionModel.sweep``, then ``path_sweep``, the same bound
 with the arms measured where the path starts), the distance at q1, at s,
-at points along the path (one per PATH_PIECE of sweep) and the linearised
+at points along the path (one per PATH_PIECE of sweep, and per braking step) and the linearised
 dip from each are at least the margin, or (for a pair already inside the
 margin) not smaller than it is now. So:
 
